@@ -1,0 +1,30 @@
+# Two entry points, both self-contained on a fresh machine (python3 + pip only):
+#   make demo   install, load the bundled demo data, and describe it
+#   make test   install with test extras and run the test suite
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+DB ?= demo.duckdb
+export PREFECT_SERVER_ANALYTICS_ENABLED := false
+
+.PHONY: install install-test demo test clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+install: $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+
+install-test: $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+
+demo: install
+	$(BIN)/drilldown load data/demo --db $(DB)
+	$(BIN)/drilldown tool metric_describe --db $(DB) --args '{}'
+
+test: install-test
+	$(BIN)/python -m pytest -q
+
+clean:
+	rm -rf $(VENV) $(DB) *.egg-info
