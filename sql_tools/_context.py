@@ -1,0 +1,304 @@
+"""The sandboxed, read-only DuckDB connection every tool runs on, and the live schema.
+
+Recipe (see the security notes in the README): the file is opened ``read_only``; extension
+loading, replacement scans and persistent secrets are off; memory, threads and spill space are
+bounded; spill files go to a private temporary directory removed on close; then external
+access is switched off and the configuration locked. Every query passes the statement guard
+and runs under a wall-clock limit enforced by ``interrupt()``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+from pydantic import BaseModel, Field
+
+from sql_tools._errors import (
+    QueryTimeout,
+    ResourceLimit,
+    SqlToolError,
+    ToolInputError,
+    one_line,
+)
+from sql_tools._guard import check_select
+from sql_tools.catalog import (
+    META_SCHEMA,
+    Catalog,
+    ColumnProfile,
+    JoinKey,
+    TableProfile,
+    jsonable,
+    read_catalog,
+)
+
+
+class Limits(BaseModel):
+    """Resource and size limits for one tool context."""
+
+    memory_limit: str = "1GB"
+    threads: int = 2
+    max_temp_directory_size: str = "2GB"
+    timeout_s: float = Field(default=15.0, gt=0)
+    default_rows: int = 50
+    max_rows: int = 1000
+    max_cell_chars: int = 200
+    max_result_bytes: int = 64 * 1024
+    max_filters: int = 20
+    max_list_items: int = 1000
+    max_string_bytes: int = 1024
+    max_input_bytes: int = 64 * 1024
+
+
+KIND_BY_TYPE = {
+    "BOOLEAN": "boolean",
+    "DATE": "date",
+    "TIMESTAMP": "timestamp",
+    "TIMESTAMP WITH TIME ZONE": "timestamp",
+    "TIMESTAMP_S": "timestamp",
+    "TIMESTAMP_MS": "timestamp",
+    "TIMESTAMP_NS": "timestamp",
+    "VARCHAR": "text",
+}
+NUMERIC_PREFIXES = (
+    "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
+    "UBIGINT", "UHUGEINT", "FLOAT", "DOUBLE", "DECIMAL", "REAL",
+)
+
+
+def kind_of(duck_type: str) -> str:
+    """Coarse kind of a DuckDB type: number, text, date, timestamp, boolean or other."""
+    t = duck_type.upper()
+    if t.startswith(NUMERIC_PREFIXES):
+        return "number"
+    return KIND_BY_TYPE.get(t, "other")
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column a tool may reference. ``ref`` is how callers write it (``table.column`` if joined)."""
+
+    table: str
+    name: str
+    type: str
+    kind: str
+    ref: str
+    join: JoinKey | None = None
+
+
+@dataclass
+class Schema:
+    """Live schema: user tables of ``main`` with their columns, profiles and join keys."""
+
+    tables: dict[str, list[Column]]
+    catalog: Catalog
+    row_counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def table_names(self) -> list[str]:
+        """Names of the user tables, sorted."""
+        return sorted(self.tables)
+
+    def table(self, name: object) -> str:
+        """Resolve a table name (exact, else case-insensitive) or raise ``unknown_table``."""
+        if isinstance(name, str):
+            if name in self.tables:
+                return name
+            folded = [t for t in self.tables if t.lower() == name.lower()]
+            if len(folded) == 1:
+                return folded[0]
+        raise ToolInputError(
+            f"unknown table {_show(name)}",
+            code="unknown_table",
+            valid_values=self.table_names,
+            field="table",
+        )
+
+    def joins_from(self, table: str) -> list[JoinKey]:
+        """Many-to-one joins usable from ``table`` (one hop), first key per target table."""
+        seen: dict[str, JoinKey] = {}
+        for k in self.catalog.join_keys:
+            if k.from_table == table and k.to_table != table and k.to_table in self.tables:
+                seen.setdefault(k.to_table, k)
+        return list(seen.values())
+
+    def columns_for(self, table: str) -> list[Column]:
+        """Columns usable with ``table`` as the base: its own, then joined ``t.c`` columns."""
+        cols = list(self.tables[table])
+        for k in self.joins_from(table):
+            for c in self.tables[k.to_table]:
+                if c.name != k.to_column:
+                    cols.append(
+                        Column(k.to_table, c.name, c.type, c.kind, f"{k.to_table}.{c.name}", k)
+                    )
+        return cols
+
+    def all_refs(self) -> list[str]:
+        """Every column reference any table accepts (for schema enums)."""
+        refs: dict[str, None] = {}
+        for t in self.table_names:
+            for c in self.columns_for(t):
+                refs[c.ref] = None
+        return list(refs)
+
+    def column(self, table: str, ref: object, *, field_name: str = "column") -> Column:
+        """Resolve ``ref`` against ``table`` or raise ``unknown_column`` listing valid names."""
+        cols = self.columns_for(table)
+        if isinstance(ref, str):
+            exact = [c for c in cols if c.ref == ref]
+            if exact:
+                return exact[0]
+            folded = [c for c in cols if c.ref.lower() == ref.lower()]
+            if len(folded) == 1:
+                return folded[0]
+        raise ToolInputError(
+            f"unknown column {_show(ref)} in {field_name} for table {table!r}",
+            code="unknown_column",
+            valid_values=[c.ref for c in cols],
+            field=field_name,
+        )
+
+    def profile(self, table: str) -> TableProfile | None:
+        """The stored profile of ``table``, if the loader wrote one."""
+        return self.catalog.profiles.get(table)
+
+    def column_profile(self, col: Column) -> ColumnProfile | None:
+        """The stored profile of one column, if any."""
+        prof = self.profile(col.table)
+        return prof.column(col.name) if prof else None
+
+
+def _show(value: object) -> str:
+    r = repr(value)
+    return r if len(r) <= 80 else r[:76] + "…" + r[-1]
+
+
+def quote_ident(name: str) -> str:
+    """Quote a DuckDB identifier."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+@dataclass
+class QueryOutput:
+    """Rows of one executed query plus what ran."""
+
+    columns: list[str]
+    rows: list[tuple[Any, ...]]
+    sql: str
+    params: dict[str, Any]
+    elapsed_ms: float
+
+
+class ToolContext:
+    """A read-only sandboxed connection on one database file plus its live schema.
+
+    Use as a context manager, or call :meth:`close`.
+    """
+
+    def __init__(self, db_path: str | Path, limits: Limits | None = None) -> None:
+        self.db_path = Path(db_path)
+        self.limits = limits or Limits()
+        if not self.db_path.is_file():
+            raise SqlToolError(f"database file not found: {str(self.db_path)!r}", code="database_error")
+        self._tmpdir = tempfile.mkdtemp(prefix="drilldown-tmp-")
+        try:
+            self.con = _open_sandboxed(self.db_path, self.limits, self._tmpdir)
+        except duckdb.Error as exc:
+            shutil.rmtree(self._tmpdir, ignore_errors=True)
+            raise SqlToolError(
+                f"cannot open database {str(self.db_path)!r}: {one_line(exc, 200)}",
+                code="database_error",
+            ) from exc
+        self._lock = threading.Lock()
+        self.schema = self._read_schema()
+
+    def __enter__(self) -> ToolContext:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection and remove the private temporary directory."""
+        con = getattr(self, "con", None)
+        if con is not None:
+            con.close()
+            self.con = None  # type: ignore[assignment]
+        shutil.rmtree(self._tmpdir, ignore_errors=True)
+
+    def _read_schema(self) -> Schema:
+        catalog = read_catalog(self.con)
+        tables: dict[str, list[Column]] = {}
+        rows = self.con.execute(
+            "SELECT table_name, column_name, data_type FROM information_schema.columns"
+            " WHERE table_schema = 'main' AND table_catalog = current_database()"
+            " ORDER BY table_name, ordinal_position"
+        ).fetchall()
+        for tname, cname, ctype in rows:
+            if tname.startswith(META_SCHEMA):
+                continue
+            tables.setdefault(tname, []).append(
+                Column(tname, cname, ctype, kind_of(ctype), cname)
+            )
+        return Schema(tables=tables, catalog=catalog)
+
+    def run(self, sql: str, params: dict[str, Any] | None = None, *, max_rows: int) -> QueryOutput:
+        """Guard, then execute ``sql`` with bound ``params``; fetch at most ``max_rows`` rows."""
+        params = params or {}
+        check_select(self.con, sql, allowed_tables=set(self.schema.tables))
+        with self._lock:
+            timer = threading.Timer(self.limits.timeout_s, self.con.interrupt)
+            start = time.perf_counter()
+            timer.start()
+            try:
+                cur = self.con.execute(sql, params)
+                columns = [d[0] for d in cur.description or []]
+                rows = cur.fetchmany(max_rows)
+            except duckdb.InterruptException as exc:
+                raise QueryTimeout(
+                    f"query exceeded the time limit of {self.limits.timeout_s:g} s and was stopped"
+                ) from exc
+            except duckdb.OutOfMemoryException as exc:
+                raise ResourceLimit(
+                    f"query exceeded the memory limit of {self.limits.memory_limit}"
+                ) from exc
+            except duckdb.ConversionException as exc:
+                raise ToolInputError(
+                    f"a value does not fit the column type: {one_line(exc, 200)}",
+                    code="type_mismatch",
+                ) from exc
+            except duckdb.Error as exc:
+                raise SqlToolError(f"query failed: {one_line(exc, 300)}") from exc
+            finally:
+                timer.cancel()
+            elapsed = (time.perf_counter() - start) * 1000
+        return QueryOutput(columns, rows, sql, {k: jsonable(v) for k, v in params.items()}, elapsed)
+
+
+def _open_sandboxed(path: Path, limits: Limits, tmpdir: str) -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect(
+        str(path),
+        read_only=True,
+        config={
+            "autoinstall_known_extensions": False,
+            "autoload_known_extensions": False,
+            "allow_community_extensions": False,
+            "allow_unsigned_extensions": False,
+            "allow_persistent_secrets": False,
+            "python_enable_replacements": False,
+            "threads": limits.threads,
+            "memory_limit": limits.memory_limit,
+            "max_temp_directory_size": limits.max_temp_directory_size,
+            "temp_directory": tmpdir,
+            "max_execution_time": int(limits.timeout_s * 1000) + 1000,
+        },
+    )
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+    return con

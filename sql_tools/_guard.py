@@ -1,0 +1,70 @@
+"""Second wall: refuse anything but one read-only SELECT over the known user tables.
+
+The tools only ever execute SQL they built themselves, from validated arguments. This guard
+checks that SQL again before it reaches DuckDB, so a bug in a builder cannot turn into a write,
+a file read, a table function or a second statement.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import sqlglot
+from sqlglot import exp
+
+from sql_tools._errors import QueryRejected, short
+
+# Functions the builders emit. Anything else (read_csv, query, glob, getenv, ...) is refused.
+ALLOWED_FUNCTIONS = frozenset(
+    {
+        "abs", "avg", "cast", "coalesce", "contains", "count", "hash", "max", "min", "nullif",
+        "sum", "greatest", "least", "grouping",
+    }
+)
+# Expression node types that never belong in a tool query.
+FORBIDDEN_NODES: tuple[type[exp.Expression], ...] = (
+    exp.Command, exp.Create, exp.Drop, exp.Insert, exp.Update, exp.Delete, exp.Merge,
+    exp.Copy, exp.Attach, exp.Detach, exp.Set, exp.Pragma, exp.Transaction, exp.Commit,
+    exp.Rollback, exp.Use, exp.Describe, exp.Lambda, exp.Into,
+)
+
+
+def check_select(con: duckdb.DuckDBPyConnection, sql: str, allowed_tables: set[str]) -> None:
+    """Raise ``QueryRejected`` unless ``sql`` is a single SELECT over ``allowed_tables``."""
+    try:
+        statements = con.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise QueryRejected(f"query does not parse: {short(str(exc), 200)}") from exc
+    if len(statements) != 1:
+        raise QueryRejected(f"exactly one statement allowed, got {len(statements)}")
+    if statements[0].type != duckdb.StatementType.SELECT:
+        raise QueryRejected(f"only SELECT is allowed, got {statements[0].type.name}")
+    try:
+        trees = sqlglot.parse(sql, read="duckdb")
+    except sqlglot.errors.SqlglotError as exc:
+        raise QueryRejected(f"query does not parse: {short(str(exc), 200)}") from exc
+    if len(trees) != 1 or not isinstance(trees[0], exp.Query):
+        raise QueryRejected("only a single SELECT query is allowed")
+    tree = trees[0]
+    ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
+    for node in tree.walk():
+        if isinstance(node, FORBIDDEN_NODES):
+            raise QueryRejected(f"statement part {type(node).__name__} is not allowed")
+        if isinstance(node, exp.Table):
+            _check_table(node, allowed_tables, ctes)
+        elif isinstance(node, exp.Func) and not isinstance(node, exp.Connector | exp.Cast):
+            name = (node.sql_name() if not isinstance(node, exp.Anonymous) else node.name).lower()
+            if name not in ALLOWED_FUNCTIONS:
+                raise QueryRejected(f"function {name!r} is not allowed")
+
+
+def _check_table(node: exp.Table, allowed: set[str], ctes: set[str]) -> None:
+    if not isinstance(node.this, exp.Identifier):
+        raise QueryRejected("table functions are not allowed")
+    if node.args.get("catalog") is not None:
+        raise QueryRejected("qualified table names are not allowed")
+    db = node.args.get("db")
+    if db is not None and db.name != "main":
+        raise QueryRejected(f"schema {db.name!r} is not allowed")
+    name = node.name
+    if name not in allowed and not (db is None and name in ctes):
+        raise QueryRejected(f"table {name!r} is not allowed")

@@ -1,0 +1,329 @@
+"""Shared query building: validated filters and measures, joins, bound parameters, result shaping.
+
+SQL is built as a sqlglot AST with every identifier quoted; every value from a caller becomes a
+named parameter (``$p1``, ``$p2``, ...). Nothing a caller sends is ever pasted into SQL text.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import date, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from sqlglot import exp
+
+from sql_tools._context import Column, QueryOutput, Schema, ToolContext
+from sql_tools._errors import ToolInputError, short
+from sql_tools.catalog import Scalar, jsonable
+
+FilterOp = Literal[
+    "=", "!=", "<", "<=", ">", ">=", "in", "not_in", "is_null", "not_null", "between", "contains"
+]
+Agg = Literal["count", "count_distinct", "sum", "avg", "min", "max"]
+
+
+class StrictModel(BaseModel):
+    """Base for tool inputs: unknown fields are an error, never silently ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Filter(StrictModel):
+    """One condition; all filters of a call are combined with AND."""
+
+    column: str = Field(
+        description="Column to test (a joined table's column is written table.column).",
+        json_schema_extra={"x-live": "column"},
+    )
+    op: FilterOp = Field(
+        description="Operator. in/not_in take a list; between takes [low, high] (inclusive); "
+        "is_null/not_null take no value; contains matches a literal substring (text columns)."
+    )
+    value: Any = Field(
+        default=None,
+        description="Number, string, true/false, ISO date 'YYYY-MM-DD', or a list (in, not_in, "
+        "between). Must match the column's type.",
+    )
+
+
+class Measure(StrictModel):
+    """An aggregate over one column (or over rows, for count without a column)."""
+
+    agg: Agg = Field(description="Aggregation: count, count_distinct, sum, avg, min or max.")
+    column: str | None = Field(
+        default=None,
+        description="Column to aggregate; omit only for count (counts rows).",
+        json_schema_extra={"x-live": "column"},
+    )
+
+
+class ToolResult(BaseModel):
+    """Fields every data-returning tool result carries."""
+
+    columns: list[str] = Field(description="Column names of the rows, in order.")
+    rows: list[dict[str, Scalar]]
+    matched_count: int = Field(description="Rows (or groups) that matched before the row cap.")
+    truncated: bool = Field(description="True when rows were cut to the cap.")
+    sql: str = Field(description="The exact SQL that ran; re-run it with params to check.")
+    params: dict[str, Scalar] = Field(description="Bound parameter values by name.")
+    elapsed_ms: float
+    notes: list[str] = []
+
+
+class Params:
+    """Collects bound values and hands out ``$pN`` placeholders."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, Any] = {}
+
+    def bind(self, value: Any) -> exp.Expression:
+        """A placeholder for ``value`` (bound at execution, never inlined)."""
+        name = f"p{len(self.values) + 1}"
+        self.values[name] = value
+        return exp.Placeholder(this=name)
+
+
+def ident(name: str) -> exp.Identifier:
+    """A quoted identifier."""
+    return exp.to_identifier(name, quoted=True)
+
+
+class Source:
+    """The FROM clause of one tool query: a base table plus LEFT JOINs added on demand.
+
+    Joins come only from verified many-to-one join keys, so joining never duplicates base rows.
+    """
+
+    def __init__(self, ctx: ToolContext, table: object) -> None:
+        self.schema: Schema = ctx.schema
+        self.table = self.schema.table(table)
+        self._aliases: dict[str, str] = {}
+
+    def resolve(self, ref: object, field_name: str = "column") -> Column:
+        """Resolve a column reference for this base table (raises ``unknown_column``)."""
+        return self.schema.column(self.table, ref, field_name=field_name)
+
+    def expr(self, col: Column) -> exp.Column:
+        """The qualified column expression, registering a join when the column needs one."""
+        if col.join is None:
+            return exp.Column(this=ident(col.name), table=ident("t0"))
+        alias = self._aliases.setdefault(col.table, f"t{len(self._aliases) + 1}")
+        return exp.Column(this=ident(col.name), table=ident(alias))
+
+    def apply(self, select: exp.Select) -> exp.Select:
+        """Attach FROM and the registered joins to ``select``."""
+        select = select.from_(exp.Table(this=ident(self.table), alias=exp.TableAlias(this=ident("t0"))))
+        for k in self.schema.joins_from(self.table):
+            alias = self._aliases.get(k.to_table)
+            if alias is None:
+                continue
+            on = exp.EQ(
+                this=exp.Column(this=ident(k.from_column), table=ident("t0")),
+                expression=exp.Column(this=ident(k.to_column), table=ident(alias)),
+            )
+            select = select.join(
+                exp.Table(this=ident(k.to_table), alias=exp.TableAlias(this=ident(alias))),
+                on=on,
+                join_type="left",
+            )
+        return select
+
+
+def _type_error(col: Column, value: Any, expected: str) -> ToolInputError:
+    return ToolInputError(
+        f"type mismatch: column {col.ref!r} is {col.kind} ({col.type}); "
+        f"value {short(value)} is not {expected}",
+        code="type_mismatch",
+        field="value",
+    )
+
+
+def typed_value(ctx: ToolContext, col: Column, value: Any) -> Any:
+    """Check one filter value against the column's type and return the value to bind."""
+    lim = ctx.limits
+    if value is None:
+        raise ToolInputError(f"filter on {col.ref!r} needs a value", code="invalid_value")
+    if isinstance(value, list | dict):
+        raise ToolInputError(
+            f"filter on {col.ref!r} takes a single value here, not {type(value).__name__}",
+            code="invalid_value",
+        )
+    if isinstance(value, str) and len(value.encode()) > lim.max_string_bytes:
+        raise ToolInputError(
+            f"string value for {col.ref!r} is longer than {lim.max_string_bytes} bytes",
+            code="limit_exceeded",
+        )
+    if col.kind == "number":
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise _type_error(col, value, "a number")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ToolInputError(f"value for {col.ref!r} must be finite", code="invalid_value")
+        return value
+    if col.kind == "text":
+        if not isinstance(value, str):
+            raise _type_error(col, value, "a string")
+        return value
+    if col.kind == "boolean":
+        if not isinstance(value, bool):
+            raise _type_error(col, value, "true or false")
+        return value
+    if col.kind in ("date", "timestamp"):
+        if not isinstance(value, str):
+            raise _type_error(col, value, "an ISO date string")
+        return parse_when(value, col.kind, field_name=col.ref)
+    raise ToolInputError(
+        f"column {col.ref!r} has type {col.type}; only is_null/not_null filters apply",
+        code="type_mismatch",
+    )
+
+
+def parse_when(text: str, kind: str, *, field_name: str) -> date | datetime:
+    """Parse an ISO date (or, for timestamps, date-time) string."""
+    try:
+        if kind == "timestamp" and ("T" in text or " " in text.strip()):
+            return datetime.fromisoformat(text)
+        return date.fromisoformat(text)
+    except ValueError:
+        raise ToolInputError(
+            f"{field_name}: {short(text)} is not an ISO date (YYYY-MM-DD)", code="invalid_value"
+        ) from None
+
+
+def filter_condition(ctx: ToolContext, src: Source, f: Filter, params: Params) -> exp.Expression:
+    """Build the SQL condition for one validated filter."""
+    col = src.resolve(f.column, "filters.column")
+    c = src.expr(col)
+    op = f.op
+    if op in ("is_null", "not_null"):
+        if f.value is not None:
+            raise ToolInputError(f"{op} takes no value", code="invalid_value")
+        return exp.Is(this=c, expression=exp.Null()) if op == "is_null" else exp.Not(
+            this=exp.Is(this=c, expression=exp.Null())
+        )
+    if op in ("in", "not_in", "between"):
+        if not isinstance(f.value, list) or not f.value:
+            raise ToolInputError(f"{op} on {col.ref!r} needs a non-empty list", code="invalid_value")
+        if len(f.value) > ctx.limits.max_list_items:
+            raise ToolInputError(
+                f"{op} list for {col.ref!r} has {len(f.value)} items; at most "
+                f"{ctx.limits.max_list_items} allowed",
+                code="limit_exceeded",
+            )
+        values = [typed_value(ctx, col, v) for v in f.value]
+        if op == "between":
+            if len(values) != 2:
+                raise ToolInputError("between takes exactly [low, high]", code="invalid_value")
+            return exp.Between(this=c, low=params.bind(values[0]), high=params.bind(values[1]))
+        cond = exp.In(this=c, expressions=[params.bind(v) for v in values])
+        return cond if op == "in" else exp.Not(this=cond)
+    if op == "contains":
+        if col.kind != "text":
+            raise _type_error(col, f.value, "usable with contains (text columns only)")
+        return exp.Anonymous(this="contains", expressions=[c, params.bind(typed_value(ctx, col, f.value))])
+    value = params.bind(typed_value(ctx, col, f.value))
+    cls = {"=": exp.EQ, "!=": exp.NEQ, "<": exp.LT, "<=": exp.LTE, ">": exp.GT, ">=": exp.GTE}[op]
+    return cls(this=c, expression=value)
+
+
+def where_clause(
+    ctx: ToolContext, src: Source, filters: list[Filter], params: Params
+) -> exp.Expression | None:
+    """AND of all filters, or None."""
+    if len(filters) > ctx.limits.max_filters:
+        raise ToolInputError(
+            f"{len(filters)} filters given; at most {ctx.limits.max_filters} allowed",
+            code="limit_exceeded",
+        )
+    conds = [filter_condition(ctx, src, f, params) for f in filters]
+    return exp.and_(*conds) if conds else None
+
+
+def measure_label(m: Measure, col: Column | None) -> str:
+    """Output name of a measure, e.g. ``sum_revenue`` or ``count``."""
+    return m.agg if col is None else f"{m.agg}_{col.ref}"
+
+
+def measure_expr(src: Source, m: Measure, *, condition: exp.Expression | None = None) -> tuple[
+    exp.Expression, Column | None
+]:
+    """The aggregate expression for ``m`` (optionally restricted by ``condition``)."""
+    col: Column | None = None
+    if m.column is None:
+        if m.agg != "count":
+            raise ToolInputError(f"{m.agg} needs a column", code="invalid_arguments", field="column")
+        agg: exp.Expression = exp.Count(this=exp.Star())
+    else:
+        col = src.resolve(m.column, "measure column")
+        c = src.expr(col)
+        if m.agg in ("sum", "avg") and col.kind != "number":
+            raise ToolInputError(
+                f"type mismatch: {m.agg} needs a numeric column; {col.ref!r} is {col.kind} "
+                f"({col.type})",
+                code="type_mismatch",
+            )
+        if m.agg in ("min", "max") and col.kind == "other":
+            raise ToolInputError(
+                f"type mismatch: {m.agg} is not defined for {col.ref!r} ({col.type})",
+                code="type_mismatch",
+            )
+        agg = {
+            "count": lambda: exp.Count(this=c),
+            "count_distinct": lambda: exp.Count(this=exp.Distinct(expressions=[c])),
+            "sum": lambda: exp.Sum(this=c),
+            "avg": lambda: exp.Avg(this=c),
+            "min": lambda: exp.Min(this=c),
+            "max": lambda: exp.Max(this=c),
+        }[m.agg]()
+    if condition is not None:
+        agg = exp.Filter(this=agg, expression=exp.Where(this=condition))
+    return agg, col
+
+
+def to_sql(tree: exp.Expression) -> str:
+    """Render a tree as DuckDB SQL with every identifier quoted."""
+    return tree.sql(dialect="duckdb", identify=True)
+
+
+def shape_rows(
+    ctx: ToolContext, out: QueryOutput, *, limit: int, drop: tuple[str, ...] = ()
+) -> tuple[list[str], list[dict[str, Scalar]], bool, list[str]]:
+    """JSON-safe rows capped at ``limit`` rows, cell text and result bytes; plus notes."""
+    cols = [c for c in out.columns if c not in drop]
+    idx = [out.columns.index(c) for c in cols]
+    notes: list[str] = []
+    cut_cells = 0
+    rows: list[dict[str, Scalar]] = []
+    size = 0
+    truncated = len(out.rows) > limit
+    for raw in out.rows[:limit]:
+        row: dict[str, Scalar] = {}
+        for name, i in zip(cols, idx, strict=True):
+            v = jsonable(raw[i])
+            if isinstance(v, str) and len(v) > ctx.limits.max_cell_chars:
+                v = v[: ctx.limits.max_cell_chars] + "…"
+                cut_cells += 1
+            row[name] = v
+        size += len(json.dumps(row, ensure_ascii=False))
+        if size > ctx.limits.max_result_bytes and rows:
+            truncated = True
+            notes.append(f"rows cut to {len(rows)} to stay under {ctx.limits.max_result_bytes} bytes")
+            break
+        rows.append(row)
+    if cut_cells:
+        notes.append(f"{cut_cells} cell(s) longer than {ctx.limits.max_cell_chars} characters shortened")
+    return cols, rows, truncated, notes
+
+
+def check_limit(ctx: ToolContext, value: int | None, field_name: str = "limit") -> int:
+    """Apply the default row cap and refuse values above the hard cap."""
+    if value is None:
+        return ctx.limits.default_rows
+    if value > ctx.limits.max_rows:
+        raise ToolInputError(
+            f"{field_name}={value} is above the maximum of {ctx.limits.max_rows}",
+            code="limit_exceeded",
+            field=field_name,
+        )
+    return value

@@ -1,0 +1,122 @@
+"""metric_aggregate: measures over optional group-by columns, filtered, ordered and capped."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+from sqlglot import exp
+
+from sql_tools._context import ToolContext
+from sql_tools._errors import ToolInputError
+from sql_tools._sql import (
+    Filter,
+    Measure,
+    Params,
+    Source,
+    StrictModel,
+    ToolResult,
+    check_limit,
+    ident,
+    measure_expr,
+    measure_label,
+    shape_rows,
+    to_sql,
+    where_clause,
+)
+
+
+class OrderBy(StrictModel):
+    """Sort order of the result rows."""
+
+    by: str = Field(
+        description="A measure's output name (e.g. sum_revenue, count) or a group-by column."
+    )
+    direction: Literal["asc", "desc"] = "desc"
+
+
+class AggregateInput(StrictModel):
+    """Compute measures (count, count_distinct, sum, avg, min, max) over a table, optionally
+    grouped by up to 3 columns and filtered. Use it to size segments and check a number before
+    claiming it. Returns one row per group with the measures, largest first by default, capped
+    at ``limit`` rows with ``matched_count`` giving the number of groups.
+    """
+
+    table: str = Field(description="Table to aggregate.", json_schema_extra={"x-live": "table"})
+    measures: list[Measure] = Field(
+        min_length=1, max_length=10, description="What to compute, e.g. [{agg: sum, column: revenue}]."
+    )
+    group_by: list[str] = Field(
+        default=[],
+        max_length=3,
+        description="Up to 3 columns to group by (table.column for a joined table).",
+        json_schema_extra={"x-live": "column"},
+    )
+    filters: list[Filter] = Field(default=[], description="Conditions, combined with AND.")
+    order_by: OrderBy | None = Field(
+        default=None, description="Default: the first measure, descending."
+    )
+    limit: int | None = Field(default=None, ge=1, description="Rows to return (default 50, max 1000).")
+
+    @model_validator(mode="after")
+    def _distinct_groups(self) -> AggregateInput:
+        if len(set(self.group_by)) != len(self.group_by):
+            raise ValueError("group_by columns must not repeat")
+        return self
+
+
+class AggregateResult(ToolResult):
+    """Grouped measures."""
+
+    table: str
+    group_by: list[str]
+    measures: list[str] = Field(description="Output names of the measures, in order.")
+
+
+def aggregate(ctx: ToolContext, inp: AggregateInput) -> AggregateResult:
+    """Run one grouped aggregate query."""
+    limit = check_limit(ctx, inp.limit)
+    src = Source(ctx, inp.table)
+    params = Params()
+    groups = [src.resolve(g, "group_by") for g in inp.group_by]
+    projections: list[exp.Expression] = [src.expr(g).as_(g.ref) for g in groups]
+    labels: list[str] = []
+    for m in inp.measures:
+        agg, col = measure_expr(src, m)
+        label = measure_label(m, col)
+        if label in labels or label in inp.group_by:
+            raise ToolInputError(f"measure {label!r} is requested twice", code="invalid_arguments")
+        labels.append(label)
+        projections.append(agg.as_(label))
+    where = where_clause(ctx, src, inp.filters, params)
+    select = exp.select(*projections, exp.Window(this=exp.Count(this=exp.Star())).as_("__matched"))
+    if where is not None:
+        select = select.where(where)
+    select = src.apply(select)
+    if groups:
+        select = select.group_by(*[src.expr(g) for g in groups])
+    order = inp.order_by or OrderBy(by=labels[0], direction="desc")
+    out_names = [g.ref for g in groups] + labels
+    by = next((n for n in out_names if n == order.by), None) or next(
+        (n for n in out_names if n.lower() == order.by.lower()), None
+    )
+    if by is None:
+        raise ToolInputError(
+            f"order_by {order.by!r} is not an output column", code="invalid_arguments",
+            valid_values=out_names, field="order_by.by",
+        )
+    ordering = [exp.Ordered(this=exp.Column(this=ident(by)), desc=order.direction == "desc",
+                            nulls_first=False)]
+    ordering += [exp.Ordered(this=exp.Column(this=ident(g.ref))) for g in groups if g.ref != by]
+    select = select.order_by(*ordering).limit(limit + 1)
+    sql = to_sql(select)
+    out = ctx.run(sql, params.values, max_rows=limit + 1)
+    names, rows, truncated, notes = shape_rows(ctx, out, limit=limit, drop=("__matched",))
+    matched = int(out.rows[0][-1]) if out.rows else 0
+    if any(m.agg == "count_distinct" for m in inp.measures) and groups:
+        notes.append("count_distinct is not additive: group values need not sum to the total")
+    return AggregateResult(
+        table=src.table, group_by=[g.ref for g in groups], measures=labels,
+        columns=names, rows=rows, matched_count=matched, truncated=truncated or matched > len(rows),
+        sql=sql, params=out.params, elapsed_ms=round(out.elapsed_ms, 2), notes=notes,
+    )

@@ -1,0 +1,163 @@
+"""The tool registry: one ordered tuple of tools, their Anthropic definitions, and dispatch.
+
+The same registry serves the CLI (``drilldown tool``), the agent loop and the MCP server.
+Definitions are generated from each tool's pydantic input model; table and column parameters
+become enums of the names that exist in the open database.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from sql_tools._context import ToolContext
+from sql_tools._errors import SqlToolError, ToolInputError, one_line, short
+from sql_tools.aggregate import AggregateInput, aggregate
+from sql_tools.compare_periods import ComparePeriodsInput, compare_periods
+from sql_tools.describe import DescribeInput, describe
+from sql_tools.sample import SampleInput, sample
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool: its public name, input model (docstring = description) and function."""
+
+    name: str
+    input_model: type[BaseModel]
+    fn: Callable[[ToolContext, Any], BaseModel]
+
+    @property
+    def description(self) -> str:
+        """The tool description given to a model: the input model's docstring."""
+        return inspect.cleandoc(self.input_model.__doc__ or "")
+
+    @property
+    def summary(self) -> str:
+        """The first sentence of the description."""
+        return " ".join(self.description.split()).split(". ")[0].rstrip(".") + "."
+
+
+TOOLS: tuple[ToolSpec, ...] = (
+    ToolSpec("metric_describe", DescribeInput, describe),
+    ToolSpec("metric_sample", SampleInput, sample),
+    ToolSpec("metric_aggregate", AggregateInput, aggregate),
+    ToolSpec("metric_compare_periods", ComparePeriodsInput, compare_periods),
+)
+_BY_NAME = {t.name: t for t in TOOLS}
+
+
+def input_schema(spec: ToolSpec, ctx: ToolContext | None = None) -> dict[str, Any]:
+    """JSON schema of a tool's input; with ``ctx``, table/column fields list the live names."""
+    schema = copy.deepcopy(spec.input_model.model_json_schema())
+    live = {}
+    if ctx is not None:
+        live = {"table": ctx.schema.table_names, "column": ctx.schema.all_refs()}
+    _apply_live(schema, live)
+    return schema
+
+
+def _apply_live(node: Any, live: dict[str, list[str]]) -> None:
+    """Replace every ``x-live`` marker with an enum of live names (or drop it)."""
+    if isinstance(node, dict):
+        kind = node.pop("x-live", None)
+        if kind is not None and live.get(kind):
+            _set_enum(node, live[kind])
+        for v in node.values():
+            _apply_live(v, live)
+    elif isinstance(node, list):
+        for v in node:
+            _apply_live(v, live)
+
+
+def _set_enum(node: dict[str, Any], names: list[str]) -> None:
+    if node.get("type") == "string":
+        node["enum"] = list(names)
+    elif node.get("type") == "array":
+        node["items"] = {"type": "string", "enum": list(names)}
+    for key in ("anyOf", "oneOf"):
+        for option in node.get(key, []):
+            if option.get("type") in ("string", "array"):
+                _set_enum(option, names)
+
+
+def anthropic_tools(ctx: ToolContext | None = None) -> list[dict[str, Any]]:
+    """The ``tools=[...]`` parameter for ``client.messages.create``."""
+    return [
+        {"name": t.name, "description": t.description, "input_schema": input_schema(t, ctx)}
+        for t in TOOLS
+    ]
+
+
+_CODE_BY_PYDANTIC = {
+    "extra_forbidden": "invalid_arguments",
+    "literal_error": "invalid_operator",
+    "enum": "invalid_operator",
+    "greater_than_equal": "invalid_value",
+    "greater_than": "invalid_value",
+    "less_than_equal": "limit_exceeded",
+    "less_than": "limit_exceeded",
+    "too_long": "limit_exceeded",
+    "string_too_long": "limit_exceeded",
+}
+
+
+def _validation_error(exc: ValidationError) -> ToolInputError:
+    errors = exc.errors(include_url=False)
+    extra = [".".join(map(str, e["loc"])) for e in errors if e["type"] == "extra_forbidden"]
+    if extra:
+        return ToolInputError(f"unexpected field(s): {', '.join(extra)}", code="invalid_arguments")
+    first = errors[0]
+    where = ".".join(map(str, first["loc"])) or "arguments"
+    code = _CODE_BY_PYDANTIC.get(first["type"], "invalid_arguments")
+    msg = f"{where}: {first['msg']}"
+    if first["type"] not in ("missing", "model_type", "dict_type"):
+        msg += f" (got {short(first.get('input'))})"
+    if len(errors) > 1:
+        msg += f"; and {len(errors) - 1} more problem(s)"
+    return ToolInputError(msg, code=code, field=where)
+
+
+def call(ctx: ToolContext, name: str, arguments: Any) -> BaseModel:
+    """Validate ``arguments`` and run tool ``name``; raises ``SqlToolError`` on bad input."""
+    spec = _BY_NAME.get(name) if isinstance(name, str) else None
+    if spec is None:
+        raise ToolInputError(
+            f"unknown tool {short(name)}", code="unknown_tool", valid_values=list(_BY_NAME)
+        )
+    if isinstance(arguments, str | bytes):
+        if len(arguments) > ctx.limits.max_input_bytes:
+            raise ToolInputError(
+                f"arguments are larger than {ctx.limits.max_input_bytes} bytes", code="limit_exceeded"
+            )
+        try:
+            arguments = json.loads(arguments)
+        except ValueError as exc:
+            raise ToolInputError(f"arguments are not valid JSON: {one_line(exc, 120)}") from None
+    elif len(json.dumps(arguments, default=str)) > ctx.limits.max_input_bytes:
+        raise ToolInputError(
+            f"arguments are larger than {ctx.limits.max_input_bytes} bytes", code="limit_exceeded"
+        )
+    if not isinstance(arguments, dict):
+        raise ToolInputError("arguments must be a JSON object")
+    try:
+        inp = spec.input_model.model_validate(arguments)
+    except ValidationError as exc:
+        raise _validation_error(exc) from None
+    return spec.fn(ctx, inp)
+
+
+def dispatch(ctx: ToolContext, name: str, arguments: Any) -> tuple[bool, dict[str, Any]]:
+    """Run a tool call and return ``(is_error, payload)``, never raising for bad input.
+
+    ``payload`` is the result as JSON-safe data, or ``{"error": {"code", "message"}}``.
+    """
+    try:
+        return False, call(ctx, name, arguments).model_dump(mode="json")
+    except SqlToolError as exc:
+        return True, exc.to_dict()
