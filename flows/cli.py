@@ -52,20 +52,28 @@ def load(
     encoding: Annotated[
         str | None, typer.Option(help="Source encoding when not UTF-8, e.g. cp1252 or latin-1.")
     ] = None,
-    delimiter: Annotated[str | None, typer.Option(help="Field delimiter (default: detect).")] = None,
+    delimiter: Annotated[
+        str | None, typer.Option(help="Field delimiter (default: detect).")
+    ] = None,
     decimal_comma: Annotated[
         bool | None,
-        typer.Option("--decimal-comma/--no-decimal-comma", help="Read 1,5 as 1.5 (default: detect)."),
+        typer.Option(
+            "--decimal-comma/--no-decimal-comma", help="Read 1,5 as 1.5 (default: detect)."
+        ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the load report as JSON.")] = False,
 ) -> None:
     """Load files into a DuckDB file, one table per file, strictly (all rows or an error)."""
-    from sql_tools._errors import SqlToolError
     from tasks.load import LoadOptions, load_files
 
+    from sql_tools._errors import SqlToolError
+
     overrides = {
-        "max_rows": max_rows, "max_bytes": max_bytes, "encoding": encoding,
-        "delimiter": delimiter, "decimal_comma": decimal_comma,
+        "max_rows": max_rows,
+        "max_bytes": max_bytes,
+        "encoding": encoding,
+        "delimiter": delimiter,
+        "decimal_comma": decimal_comma,
     }
     try:
         options = LoadOptions(**{k: v for k, v in overrides.items() if v is not None})
@@ -100,10 +108,16 @@ def tool(
 ) -> None:
     """Run one SQL tool and print its JSON result."""
     from sql_tools import Limits, SqlToolError, ToolContext, ToolInputError, call
+    from sql_tools._context import limit_address_space
 
     raw = sys.stdin.read() if args == "-" else args
     try:
         limits = Limits(timeout_s=timeout) if timeout is not None else Limits()
+    except ValueError:
+        emit_json(ToolInputError("--timeout must be a positive number of seconds").to_dict())
+        raise typer.Exit(2) from None
+    limit_address_space(limits.address_space_bytes)
+    try:
         with ToolContext(db, limits) as ctx:
             result = call(ctx, name, raw)
             emit_json(result.model_dump(mode="json"))
@@ -120,7 +134,9 @@ def tools(
     db: Annotated[
         Path | None, typer.Option("--db", help="With a database: enums of its live names.")
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the Anthropic tool definitions.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the Anthropic tool definitions.")
+    ] = False,
 ) -> None:
     """List the SQL tools (or print their definitions as given to Claude)."""
     from sql_tools import TOOLS, SqlToolError, ToolContext, anthropic_tools

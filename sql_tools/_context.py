@@ -35,6 +35,7 @@ from sql_tools.catalog import (
     JoinKey,
     TableProfile,
     jsonable,
+    kind_of,
     read_catalog,
 )
 
@@ -54,30 +55,11 @@ class Limits(BaseModel):
     max_list_items: int = 1000
     max_string_bytes: int = 1024
     max_input_bytes: int = 64 * 1024
-
-
-KIND_BY_TYPE = {
-    "BOOLEAN": "boolean",
-    "DATE": "date",
-    "TIMESTAMP": "timestamp",
-    "TIMESTAMP WITH TIME ZONE": "timestamp",
-    "TIMESTAMP_S": "timestamp",
-    "TIMESTAMP_MS": "timestamp",
-    "TIMESTAMP_NS": "timestamp",
-    "VARCHAR": "text",
-}
-NUMERIC_PREFIXES = (
-    "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
-    "UBIGINT", "UHUGEINT", "FLOAT", "DOUBLE", "DECIMAL", "REAL",
-)
-
-
-def kind_of(duck_type: str) -> str:
-    """Coarse kind of a DuckDB type: number, text, date, timestamp, boolean or other."""
-    t = duck_type.upper()
-    if t.startswith(NUMERIC_PREFIXES):
-        return "number"
-    return KIND_BY_TYPE.get(t, "other")
+    address_space_bytes: int = Field(
+        default=3 * 1024**3,
+        description="Address-space cap for a process dedicated to tool calls (the CLI); bounds "
+        "single huge values that escape memory_limit.",
+    )
 
 
 @dataclass(frozen=True)
@@ -179,11 +161,6 @@ def _show(value: object) -> str:
     return r if len(r) <= 80 else r[:76] + "…" + r[-1]
 
 
-def quote_ident(name: str) -> str:
-    """Quote a DuckDB identifier."""
-    return '"' + name.replace('"', '""') + '"'
-
-
 @dataclass
 class QueryOutput:
     """Rows of one executed query plus what ran."""
@@ -205,7 +182,9 @@ class ToolContext:
         self.db_path = Path(db_path)
         self.limits = limits or Limits()
         if not self.db_path.is_file():
-            raise SqlToolError(f"database file not found: {str(self.db_path)!r}", code="database_error")
+            raise SqlToolError(
+                f"database file not found: {str(self.db_path)!r}", code="database_error"
+            )
         self._tmpdir = tempfile.mkdtemp(prefix="drilldown-tmp-")
         try:
             self.con = _open_sandboxed(self.db_path, self.limits, self._tmpdir)
@@ -243,9 +222,7 @@ class ToolContext:
         for tname, cname, ctype in rows:
             if tname.startswith(META_SCHEMA):
                 continue
-            tables.setdefault(tname, []).append(
-                Column(tname, cname, ctype, kind_of(ctype), cname)
-            )
+            tables.setdefault(tname, []).append(Column(tname, cname, ctype, kind_of(ctype), cname))
         return Schema(tables=tables, catalog=catalog)
 
     def run(self, sql: str, params: dict[str, Any] | None = None, *, max_rows: int) -> QueryOutput:
@@ -279,6 +256,21 @@ class ToolContext:
                 timer.cancel()
             elapsed = (time.perf_counter() - start) * 1000
         return QueryOutput(columns, rows, sql, {k: jsonable(v) for k, v in params.items()}, elapsed)
+
+
+def limit_address_space(max_bytes: int) -> None:
+    """Cap this process's address space (only in a process dedicated to tool calls).
+
+    DuckDB's ``memory_limit`` does not bound a single huge value (``repeat('a', 10^9)``); an
+    address-space limit turns such an allocation into a clean ``OutOfMemoryException``.
+    """
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard != resource.RLIM_INFINITY:
+        max_bytes = min(max_bytes, hard)
+    if soft == resource.RLIM_INFINITY or soft > max_bytes:
+        resource.setrlimit(resource.RLIMIT_AS, (max_bytes, hard))
 
 
 def _open_sandboxed(path: Path, limits: Limits, tmpdir: str) -> duckdb.DuckDBPyConnection:

@@ -16,15 +16,43 @@ from sql_tools._errors import QueryRejected, short
 # Functions the builders emit. Anything else (read_csv, query, glob, getenv, ...) is refused.
 ALLOWED_FUNCTIONS = frozenset(
     {
-        "abs", "avg", "cast", "coalesce", "contains", "count", "hash", "max", "min", "nullif",
-        "sum", "greatest", "least", "grouping",
+        "abs",
+        "avg",
+        "cast",
+        "coalesce",
+        "contains",
+        "count",
+        "hash",
+        "max",
+        "min",
+        "nullif",
+        "sum",
+        "greatest",
+        "least",
+        "grouping",
     }
 )
 # Expression node types that never belong in a tool query.
 FORBIDDEN_NODES: tuple[type[exp.Expression], ...] = (
-    exp.Command, exp.Create, exp.Drop, exp.Insert, exp.Update, exp.Delete, exp.Merge,
-    exp.Copy, exp.Attach, exp.Detach, exp.Set, exp.Pragma, exp.Transaction, exp.Commit,
-    exp.Rollback, exp.Use, exp.Describe, exp.Lambda, exp.Into,
+    exp.Command,
+    exp.Create,
+    exp.Drop,
+    exp.Insert,
+    exp.Update,
+    exp.Delete,
+    exp.Merge,
+    exp.Copy,
+    exp.Attach,
+    exp.Detach,
+    exp.Set,
+    exp.Pragma,
+    exp.Transaction,
+    exp.Commit,
+    exp.Rollback,
+    exp.Use,
+    exp.Describe,
+    exp.Lambda,
+    exp.Into,
 )
 
 

@@ -25,9 +25,9 @@ Agg = Literal["count", "count_distinct", "sum", "avg", "min", "max"]
 
 
 class StrictModel(BaseModel):
-    """Base for tool inputs: unknown fields are an error, never silently ignored."""
+    """Base for tool inputs: unknown fields are an error and values are not coerced."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class Filter(StrictModel):
@@ -114,7 +114,9 @@ class Source:
 
     def apply(self, select: exp.Select) -> exp.Select:
         """Attach FROM and the registered joins to ``select``."""
-        select = select.from_(exp.Table(this=ident(self.table), alias=exp.TableAlias(this=ident("t0"))))
+        select = select.from_(
+            exp.Table(this=ident(self.table), alias=exp.TableAlias(this=ident("t0")))
+        )
         for k in self.schema.joins_from(self.table):
             alias = self._aliases.get(k.to_table)
             if alias is None:
@@ -199,12 +201,16 @@ def filter_condition(ctx: ToolContext, src: Source, f: Filter, params: Params) -
     if op in ("is_null", "not_null"):
         if f.value is not None:
             raise ToolInputError(f"{op} takes no value", code="invalid_value")
-        return exp.Is(this=c, expression=exp.Null()) if op == "is_null" else exp.Not(
-            this=exp.Is(this=c, expression=exp.Null())
+        return (
+            exp.Is(this=c, expression=exp.Null())
+            if op == "is_null"
+            else exp.Not(this=exp.Is(this=c, expression=exp.Null()))
         )
     if op in ("in", "not_in", "between"):
         if not isinstance(f.value, list) or not f.value:
-            raise ToolInputError(f"{op} on {col.ref!r} needs a non-empty list", code="invalid_value")
+            raise ToolInputError(
+                f"{op} on {col.ref!r} needs a non-empty list", code="invalid_value"
+            )
         if len(f.value) > ctx.limits.max_list_items:
             raise ToolInputError(
                 f"{op} list for {col.ref!r} has {len(f.value)} items; at most "
@@ -221,7 +227,9 @@ def filter_condition(ctx: ToolContext, src: Source, f: Filter, params: Params) -
     if op == "contains":
         if col.kind != "text":
             raise _type_error(col, f.value, "usable with contains (text columns only)")
-        return exp.Anonymous(this="contains", expressions=[c, params.bind(typed_value(ctx, col, f.value))])
+        return exp.Anonymous(
+            this="contains", expressions=[c, params.bind(typed_value(ctx, col, f.value))]
+        )
     value = params.bind(typed_value(ctx, col, f.value))
     cls = {"=": exp.EQ, "!=": exp.NEQ, "<": exp.LT, "<=": exp.LTE, ">": exp.GT, ">=": exp.GTE}[op]
     return cls(this=c, expression=value)
@@ -245,14 +253,16 @@ def measure_label(m: Measure, col: Column | None) -> str:
     return m.agg if col is None else f"{m.agg}_{col.ref}"
 
 
-def measure_expr(src: Source, m: Measure, *, condition: exp.Expression | None = None) -> tuple[
-    exp.Expression, Column | None
-]:
+def measure_expr(
+    src: Source, m: Measure, *, condition: exp.Expression | None = None
+) -> tuple[exp.Expression, Column | None]:
     """The aggregate expression for ``m`` (optionally restricted by ``condition``)."""
     col: Column | None = None
     if m.column is None:
         if m.agg != "count":
-            raise ToolInputError(f"{m.agg} needs a column", code="invalid_arguments", field="column")
+            raise ToolInputError(
+                f"{m.agg} needs a column", code="invalid_arguments", field="column"
+            )
         agg: exp.Expression = exp.Count(this=exp.Star())
     else:
         col = src.resolve(m.column, "measure column")
@@ -308,11 +318,15 @@ def shape_rows(
         size += len(json.dumps(row, ensure_ascii=False))
         if size > ctx.limits.max_result_bytes and rows:
             truncated = True
-            notes.append(f"rows cut to {len(rows)} to stay under {ctx.limits.max_result_bytes} bytes")
+            notes.append(
+                f"rows cut to {len(rows)} to stay under {ctx.limits.max_result_bytes} bytes"
+            )
             break
         rows.append(row)
     if cut_cells:
-        notes.append(f"{cut_cells} cell(s) longer than {ctx.limits.max_cell_chars} characters shortened")
+        notes.append(
+            f"{cut_cells} cell(s) longer than {ctx.limits.max_cell_chars} characters shortened"
+        )
     return cols, rows, truncated, notes
 
 

@@ -44,7 +44,9 @@ class AggregateInput(StrictModel):
 
     table: str = Field(description="Table to aggregate.", json_schema_extra={"x-live": "table"})
     measures: list[Measure] = Field(
-        min_length=1, max_length=10, description="What to compute, e.g. [{agg: sum, column: revenue}]."
+        min_length=1,
+        max_length=10,
+        description="What to compute, e.g. [{agg: sum, column: revenue}].",
     )
     group_by: list[str] = Field(
         default=[],
@@ -56,7 +58,9 @@ class AggregateInput(StrictModel):
     order_by: OrderBy | None = Field(
         default=None, description="Default: the first measure, descending."
     )
-    limit: int | None = Field(default=None, ge=1, description="Rows to return (default 50, max 1000).")
+    limit: int | None = Field(
+        default=None, ge=1, description="Rows to return (default 50, max 1000)."
+    )
 
     @model_validator(mode="after")
     def _distinct_groups(self) -> AggregateInput:
@@ -102,11 +106,16 @@ def aggregate(ctx: ToolContext, inp: AggregateInput) -> AggregateResult:
     )
     if by is None:
         raise ToolInputError(
-            f"order_by {order.by!r} is not an output column", code="invalid_arguments",
-            valid_values=out_names, field="order_by.by",
+            f"order_by {order.by!r} is not an output column",
+            code="invalid_arguments",
+            valid_values=out_names,
+            field="order_by.by",
         )
-    ordering = [exp.Ordered(this=exp.Column(this=ident(by)), desc=order.direction == "desc",
-                            nulls_first=False)]
+    ordering = [
+        exp.Ordered(
+            this=exp.Column(this=ident(by)), desc=order.direction == "desc", nulls_first=False
+        )
+    ]
     ordering += [exp.Ordered(this=exp.Column(this=ident(g.ref))) for g in groups if g.ref != by]
     select = select.order_by(*ordering).limit(limit + 1)
     sql = to_sql(select)
@@ -116,7 +125,15 @@ def aggregate(ctx: ToolContext, inp: AggregateInput) -> AggregateResult:
     if any(m.agg == "count_distinct" for m in inp.measures) and groups:
         notes.append("count_distinct is not additive: group values need not sum to the total")
     return AggregateResult(
-        table=src.table, group_by=[g.ref for g in groups], measures=labels,
-        columns=names, rows=rows, matched_count=matched, truncated=truncated or matched > len(rows),
-        sql=sql, params=out.params, elapsed_ms=round(out.elapsed_ms, 2), notes=notes,
+        table=src.table,
+        group_by=[g.ref for g in groups],
+        measures=labels,
+        columns=names,
+        rows=rows,
+        matched_count=matched,
+        truncated=truncated or matched > len(rows),
+        sql=sql,
+        params=out.params,
+        elapsed_ms=round(out.elapsed_ms, 2),
+        notes=notes,
     )

@@ -7,7 +7,6 @@ schema is never addressable through a tool.
 
 from __future__ import annotations
 
-
 import math
 from datetime import date, datetime, time
 from decimal import Decimal
@@ -22,6 +21,51 @@ CATALOG_VERSION = 1
 Scalar = str | int | float | bool | None
 Role = Literal["time", "dimension", "measure", "identifier", "other"]
 Kind = Literal["number", "text", "date", "timestamp", "boolean", "other"]
+
+
+INTEGER_TYPES = frozenset(
+    {
+        "TINYINT",
+        "SMALLINT",
+        "INTEGER",
+        "BIGINT",
+        "HUGEINT",
+        "UTINYINT",
+        "USMALLINT",
+        "UINTEGER",
+        "UBIGINT",
+        "UHUGEINT",
+    }
+)
+FLOAT_TYPES = frozenset({"FLOAT", "DOUBLE", "REAL", "BIGNUM", "VARINT"})
+
+
+def kind_of(duck_type: str) -> Kind:
+    """Map a DuckDB type string to a coarse kind.
+
+    Args:
+        duck_type: A type as DuckDB prints it, e.g. ``BIGINT``, ``DECIMAL(10,2)``, ``VARCHAR``.
+
+    Returns:
+        ``number``, ``text``, ``date``, ``timestamp``, ``boolean`` or ``other``.
+    """
+    t = duck_type.upper()
+    if t in INTEGER_TYPES or t in FLOAT_TYPES or t.startswith("DECIMAL"):
+        return "number"
+    if t.startswith("VARCHAR"):
+        return "text"
+    if t == "DATE":
+        return "date"
+    if t.startswith("TIMESTAMP") or t == "DATETIME":
+        return "timestamp"
+    if t == "BOOLEAN":
+        return "boolean"
+    return "other"
+
+
+def quote_ident(name: str) -> str:
+    """Quote ``name`` as a DuckDB identifier (``"`` doubled inside)."""
+    return '"' + name.replace('"', '""') + '"'
 
 
 class ColumnInfo(BaseModel):
@@ -86,7 +130,9 @@ class JoinKey(BaseModel):
     from_column: str
     to_table: str
     to_column: str
-    containment: float = Field(description="Share of distinct non-null from-values found in to_column.")
+    containment: float = Field(
+        description="Share of distinct non-null from-values found in to_column."
+    )
 
 
 class Catalog(BaseModel):
@@ -185,6 +231,8 @@ __all__ = [
     "ensure_catalog",
     "has_catalog",
     "jsonable",
+    "kind_of",
+    "quote_ident",
     "read_catalog",
     "write_join_keys",
     "write_load",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import date, datetime, timedelta
-from typing import Literal
 
 from pydantic import BaseModel, Field, model_validator
 from sqlglot import exp
@@ -50,7 +49,9 @@ class ComparePeriodsInput(StrictModel):
     first rows are the segments that moved the metric most. The start of most investigations.
     """
 
-    table: str = Field(description="Table holding the metric.", json_schema_extra={"x-live": "table"})
+    table: str = Field(
+        description="Table holding the metric.", json_schema_extra={"x-live": "table"}
+    )
     metric: Measure = Field(description="The metric, e.g. {agg: sum, column: revenue}.")
     time_column: str | None = Field(
         default=None,
@@ -71,7 +72,9 @@ class ComparePeriodsInput(StrictModel):
         json_schema_extra={"x-live": "column"},
     )
     filters: list[Filter] = Field(default=[], description="Conditions applied to both periods.")
-    limit: int | None = Field(default=None, ge=1, description="Rows to return (default 50, max 1000).")
+    limit: int | None = Field(
+        default=None, ge=1, description="Rows to return (default 50, max 1000)."
+    )
 
     @model_validator(mode="after")
     def _one_period_kind(self) -> ComparePeriodsInput:
@@ -141,7 +144,9 @@ class _PeriodSql:
                     )
                 vals.append(typed_value(ctx, col, p.label))
             if vals[0] == vals[1]:
-                raise ToolInputError("baseline and comparison labels are the same", code="invalid_period")
+                raise ToolInputError(
+                    "baseline and comparison labels are the same", code="invalid_period"
+                )
             self.labels = (str(vals[0]), str(vals[1]))
             expr = src.expr(col)
             self.conds = tuple(exp.EQ(this=expr.copy(), expression=params.bind(v)) for v in vals)
@@ -213,12 +218,12 @@ def compare_periods(ctx: ToolContext, inp: ComparePeriodsInput) -> ComparePeriod
         *[src.expr(g).as_(g.ref) for g in groups],
         side(base_cond).as_("baseline"),
         side(comp_cond).as_("comparison"),
-        exp.Filter(this=exp.Count(this=exp.Star()), expression=exp.Where(this=base_cond.copy())).as_(
-            "baseline_rows"
-        ),
-        exp.Filter(this=exp.Count(this=exp.Star()), expression=exp.Where(this=comp_cond.copy())).as_(
-            "comparison_rows"
-        ),
+        exp.Filter(
+            this=exp.Count(this=exp.Star()), expression=exp.Where(this=base_cond.copy())
+        ).as_("baseline_rows"),
+        exp.Filter(
+            this=exp.Count(this=exp.Star()), expression=exp.Where(this=comp_cond.copy())
+        ).as_("comparison_rows"),
     ).where(scope)
     tot = exp.select(side(base_cond).as_("baseline"), side(comp_cond).as_("comparison")).where(
         scope.copy()
@@ -233,8 +238,10 @@ def compare_periods(ctx: ToolContext, inp: ComparePeriodsInput) -> ComparePeriod
         b, c = _c("baseline", t), _c("comparison", t)
         if additive:
             zero = exp.Literal.number(0)
-            return exp.Sub(this=exp.Coalesce(this=c, expressions=[zero]),
-                           expression=exp.Coalesce(this=b, expressions=[zero.copy()]))
+            return exp.Sub(
+                this=exp.Coalesce(this=c, expressions=[zero]),
+                expression=exp.Coalesce(this=b, expressions=[zero.copy()]),
+            )
         return exp.Sub(this=c, expression=b)
 
     seg_delta = exp.Paren(this=delta("seg"))
@@ -246,10 +253,16 @@ def compare_periods(ctx: ToolContext, inp: ComparePeriodsInput) -> ComparePeriod
             _c("baseline", "seg"),
             _c("comparison", "seg"),
             seg_delta.copy().as_("delta"),
-            exp.Div(this=seg_delta.copy(), expression=exp.Nullif(
-                this=exp.Abs(this=_c("baseline", "seg")), expression=zero.copy())).as_("relative_delta"),
-            exp.Div(this=seg_delta.copy(), expression=exp.Nullif(
-                this=tot_delta.copy(), expression=zero.copy())).as_("share_of_delta"),
+            exp.Div(
+                this=seg_delta.copy(),
+                expression=exp.Nullif(
+                    this=exp.Abs(this=_c("baseline", "seg")), expression=zero.copy()
+                ),
+            ).as_("relative_delta"),
+            exp.Div(
+                this=seg_delta.copy(),
+                expression=exp.Nullif(this=tot_delta.copy(), expression=zero.copy()),
+            ).as_("share_of_delta"),
             _c("baseline_rows", "seg"),
             _c("comparison_rows", "seg"),
             _c("baseline", "tot").as_("__total_baseline"),
@@ -258,8 +271,12 @@ def compare_periods(ctx: ToolContext, inp: ComparePeriodsInput) -> ComparePeriod
         )
         .from_(exp.Table(this=ident("seg")))
         .join(exp.Table(this=ident("tot")), join_type="cross")
-        .where(exp.or_(exp.GT(this=_c("baseline_rows", "seg"), expression=zero.copy()),
-                       exp.GT(this=_c("comparison_rows", "seg"), expression=zero.copy())))
+        .where(
+            exp.or_(
+                exp.GT(this=_c("baseline_rows", "seg"), expression=zero.copy()),
+                exp.GT(this=_c("comparison_rows", "seg"), expression=zero.copy()),
+            )
+        )
         .order_by(
             exp.Ordered(this=exp.Abs(this=_c("delta")), desc=True, nulls_first=False),
             *[exp.Ordered(this=_c(g.ref, "seg")) for g in groups],
@@ -295,10 +312,19 @@ def compare_periods(ctx: ToolContext, inp: ComparePeriodsInput) -> ComparePeriod
             "share_of_delta is each segment's delta divided by the total delta"
         )
     return ComparePeriodsResult(
-        table=src.table, metric=metric, baseline_period=periods.labels[0],
-        comparison_period=periods.labels[1], group_by=[g.ref for g in groups], additive=additive,
+        table=src.table,
+        metric=metric,
+        baseline_period=periods.labels[0],
+        comparison_period=periods.labels[1],
+        group_by=[g.ref for g in groups],
+        additive=additive,
         total=Totals(baseline=tb, comparison=tc, delta=total_delta, relative_delta=rel),
-        columns=names, rows=rows, matched_count=matched, truncated=truncated or matched > len(rows),
-        sql=sql, params=out.params, elapsed_ms=round(out.elapsed_ms, 2),
+        columns=names,
+        rows=rows,
+        matched_count=matched,
+        truncated=truncated or matched > len(rows),
+        sql=sql,
+        params=out.params,
+        elapsed_ms=round(out.elapsed_ms, 2),
         notes=periods.notes + notes,
     )

@@ -90,8 +90,9 @@ def describe(ctx: ToolContext, inp: DescribeInput) -> DescribeResult:
     sql, elapsed = "", 0.0
     if names:
         parts = [
-            exp.select(exp.Literal.string(n).as_("table_name"), exp.Count(this=exp.Star()).as_("rows"))
-            .from_(exp.Table(this=ident(n)))
+            exp.select(
+                exp.Literal.string(n).as_("table_name"), exp.Count(this=exp.Star()).as_("rows")
+            ).from_(exp.Table(this=ident(n)))
             for n in names
         ]
         tree: exp.Expression = parts[0]
@@ -111,7 +112,11 @@ def describe(ctx: ToolContext, inp: DescribeInput) -> DescribeResult:
             p = prof.column(c.name) if prof else None
             d = ColumnDescription(name=c.name, type=c.type)
             if p is not None:
-                d.role, d.null_rate, d.distinct_count = p.role, round(p.null_rate, 4), p.distinct_count
+                d.role, d.null_rate, d.distinct_count = (
+                    p.role,
+                    round(p.null_rate, 4),
+                    p.distinct_count,
+                )
                 d.distinct_exact, d.mixed_note = p.distinct_exact, p.mixed_note
                 if detailed:
                     d.min, d.max = _clip(p.min, cell), _clip(p.max, cell)
@@ -127,14 +132,15 @@ def describe(ctx: ToolContext, inp: DescribeInput) -> DescribeResult:
                 row_count=counts.get(n, 0),
                 source=load.file_name if load else None,
                 columns=cols,
-                joinable_columns=[
-                    c.ref for c in schema.columns_for(n) if c.join is not None
-                ],
+                joinable_columns=[c.ref for c in schema.columns_for(n) if c.join is not None],
                 warnings=warnings,
             )
         )
     keys = [k for k in schema.catalog.join_keys if k.from_table in names or k.to_table in names]
     return DescribeResult(
-        tables=tables, join_keys=keys, sql=sql, elapsed_ms=round(elapsed, 2),
+        tables=tables,
+        join_keys=keys,
+        sql=sql,
+        elapsed_ms=round(elapsed, 2),
         matched_count=len(tables),
     )

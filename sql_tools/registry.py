@@ -133,7 +133,8 @@ def call(ctx: ToolContext, name: str, arguments: Any) -> BaseModel:
     if isinstance(arguments, str | bytes):
         if len(arguments) > ctx.limits.max_input_bytes:
             raise ToolInputError(
-                f"arguments are larger than {ctx.limits.max_input_bytes} bytes", code="limit_exceeded"
+                f"arguments are larger than {ctx.limits.max_input_bytes} bytes",
+                code="limit_exceeded",
             )
         try:
             arguments = json.loads(arguments)

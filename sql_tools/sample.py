@@ -77,7 +77,9 @@ def sample(ctx: ToolContext, inp: SampleInput) -> SampleResult:
     select = src.apply(select).select(exp.Subquery(this=src.apply(counter)).as_("__matched"))
     if inp.seed is not None:
         t0 = exp.Column(this=ident("t0"))
-        select = select.order_by(exp.Anonymous(this="hash", expressions=[t0, params.bind(inp.seed)]))
+        select = select.order_by(
+            exp.Anonymous(this="hash", expressions=[t0, params.bind(inp.seed)])
+        )
     outer = select.limit(n + 1)
     sql = to_sql(outer)
     out = ctx.run(sql, params.values, max_rows=n + 1)

@@ -1,0 +1,587 @@
+"""Profile loaded tables and detect join keys between them.
+
+A profile describes every column of a table over *all* of its rows: type, kind, nulls, distinct
+count, min/max, the most frequent values, whether a text column is mostly numbers or dates, and a
+guess at the column's role. Join keys are many-to-one relations between loaded tables, proposed
+from column names and types and then verified against the values.
+
+Cost per table: one ``count(*)``, one aggregate query that computes everything except samples for
+all columns in a single scan, and one small ``GROUP BY`` (or ``LIMIT``) query per column for the
+samples. Identifiers are always quoted; values are always passed as ``?`` parameters.
+
+Everything here runs on the loader's writer connection, inside the loader's transaction: nothing
+commits or rolls back, every result is fetched completely (DuckDB 2.0 refuses relation work on a
+connection with a pending result), and no query is issued that could fail on valid data (a
+failed statement would abort the caller's transaction).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import duckdb
+
+from sql_tools._errors import ToolInputError, short
+from sql_tools.catalog import (
+    INTEGER_TYPES,
+    META_SCHEMA,
+    Catalog,
+    ColumnProfile,
+    JoinKey,
+    Role,
+    Scalar,
+    TableProfile,
+    jsonable,
+    kind_of,
+    read_catalog,
+    write_join_keys,
+    write_profile,
+)
+from sql_tools.catalog import (
+    quote_ident as quote,
+)
+
+USER_SCHEMA = "main"
+EXACT_DISTINCT_MAX_ROWS = 1_000_000
+"""Tables up to this many rows get an exact ``count(DISTINCT)``; larger ones an estimate."""
+TEXT_LIMIT = 200
+"""Text min/max and samples are cut to this many characters."""
+SAMPLE_SIZE = 5
+NEAR_UNIQUE_SHARE = 0.9
+"""A column whose distinct count is at least this share of its non-null values is near-unique:
+its samples are the first values found instead of the most frequent ones (all counts are ~1)."""
+NEAR_UNIQUE_MIN_VALUES = 1_000
+"""Below this many non-null values the exact most-frequent query is cheap, so always use it."""
+MIXED_MIN_SHARE = 0.5
+MIN_CONTAINMENT = 0.9
+LOW_CARDINALITY_MAX = 20
+ID_MIN_DISTINCT = 1_000
+ID_MIN_SHARE = 0.5
+UNIQUE_ID_MIN_ROWS = 100
+FREE_TEXT_MIN_AVG_LENGTH = 40
+
+_ORDERABLE_OTHER = frozenset({"TIME", "TIME WITH TIME ZONE", "UUID", "INTERVAL"})
+_ID_LAST_WORDS = frozenset({"id", "uuid", "guid", "key"})
+_AMOUNT_WORDS = frozenset(
+    {
+        "revenue",
+        "revenues",
+        "amount",
+        "amounts",
+        "price",
+        "prices",
+        "cost",
+        "costs",
+        "sessions",
+        "count",
+        "counts",
+        "qty",
+        "quantity",
+        "quantities",
+        "value",
+        "values",
+        "sales",
+        "clicks",
+        "views",
+        "orders",
+        "purchases",
+        "users",
+        "total",
+        "sum",
+        "spend",
+        "units",
+        "impressions",
+        "conversions",
+        "visits",
+        "signups",
+    }
+)
+_JOIN_KEY_SUFFIXES = ("id", "key", "code")
+_GENERIC_KEY_NAMES = frozenset({"id", "key", "code", "uuid"})
+"""Shared bare names that are each table's own surrogate key, never a join by name alone."""
+
+
+def _table_ref(table: str) -> str:
+    return f"{quote(USER_SCHEMA)}.{quote(table)}"
+
+
+def _fetch_all(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+    """Run ``sql`` and fetch every row, so no result stays pending on the caller's connection."""
+    return con.execute(sql, list(params)).fetchall()
+
+
+# --------------------------------------------------------------------------------------------
+# Types and names
+# --------------------------------------------------------------------------------------------
+
+
+def _is_integer(duck_type: str) -> bool:
+    return duck_type.upper() in INTEGER_TYPES
+
+
+def _has_min_max(duck_type: str) -> bool:
+    return kind_of(duck_type) != "other" or duck_type.upper() in _ORDERABLE_OTHER
+
+
+def name_words(name: str) -> list[str]:
+    """Split a column name into lower-case words at separators, camel case and digits.
+
+    ``userId`` -> ``["user", "id"]``, ``USER_ID`` -> ``["user", "id"]``,
+    ``pageViews2024`` -> ``["page", "views", "2024"]``, ``valid`` -> ``["valid"]``.
+    """
+    s = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name)
+    s = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", s)
+    parts = re.split(r"[^a-z0-9]+|(?<=[a-z])(?=[0-9])|(?<=[0-9])(?=[a-z])", s.lower())
+    return [p for p in parts if p]
+
+
+def is_identifier_name(name: str) -> bool:
+    """True for names like ``id``, ``user_id``, ``userId``, ``uuid``, ``order_key``, ``email``."""
+    words = name_words(name)
+    if not words:
+        return False
+    return words[-1] in _ID_LAST_WORDS or words[-1] == "email" or words[-2:] == ["email", "address"]
+
+
+def is_amount_name(name: str) -> bool:
+    """True when a word of ``name`` suggests a quantity (revenue, amount, price, sessions, ...)."""
+    return any(w in _AMOUNT_WORDS for w in name_words(name))
+
+
+def _cut(value: Scalar) -> Scalar:
+    if isinstance(value, str) and len(value) > TEXT_LIMIT:
+        return value[:TEXT_LIMIT]
+    return value
+
+
+# --------------------------------------------------------------------------------------------
+# Roles
+# --------------------------------------------------------------------------------------------
+
+
+def guess_role(
+    name: str,
+    duck_type: str,
+    row_count: int,
+    non_null: int,
+    distinct: int,
+    avg_length: float | None = None,
+) -> Role:
+    """Guess what a column is for. The first rule that matches wins.
+
+    1. No non-null value at all -> ``other``.
+    2. DATE / TIMESTAMP / TIMESTAMP WITH TIME ZONE -> ``time``.
+    3. Named like an identifier (``id``, ``*_id``, camel ``userId``, ``uuid``, ``*_key``,
+       ``email``), or of type UUID -> ``identifier``.
+    4. A single distinct value: ``measure`` if numeric with an amount-like name, else ``other``.
+    5. Numbers:
+       a. name suggests an amount (revenue, amount, price, cost, sessions, count, qty, quantity,
+          value, sales, clicks, views, orders, purchases, users, total, ...) -> ``measure``;
+       b. non-integer (FLOAT, DOUBLE, DECIMAL) -> ``measure``;
+       c. integer unique per row (no nulls) in a table of more than 100 rows -> ``identifier``;
+       d. integer with distinct count > 50 % of rows and > 1,000 -> ``identifier``;
+       e. integer with more than 20 distinct values -> ``measure``;
+       f. otherwise (a low-cardinality code such as ``app_version`` or ``tier``) -> ``dimension``.
+    6. Text:
+       a. more than 50 % of the non-null values distinct and an average length of at least 40
+          characters (free text such as comments) -> ``other``;
+       b. distinct count > 50 % of rows and > 1,000 -> ``identifier``;
+       c. otherwise -> ``dimension``.
+    7. BOOLEAN -> ``dimension``.
+    8. Anything else (TIME, INTERVAL, BLOB, lists, structs) -> ``other``.
+
+    Args:
+        name: Column name.
+        duck_type: DuckDB type string.
+        row_count: Rows in the table.
+        non_null: Non-null values in the column.
+        distinct: Distinct non-null values (exact or estimated).
+        avg_length: Average length of the text values (text columns only).
+
+    Returns:
+        One of ``time``, ``identifier``, ``measure``, ``dimension``, ``other``.
+    """
+    kind = kind_of(duck_type)
+    if non_null == 0:
+        return "other"
+    if kind in ("date", "timestamp"):
+        return "time"
+    if is_identifier_name(name) or duck_type.upper() == "UUID":
+        return "identifier"
+    if distinct <= 1:
+        return "measure" if kind == "number" and is_amount_name(name) else "other"
+    high_cardinality = distinct > ID_MIN_SHARE * row_count and distinct > ID_MIN_DISTINCT
+    if kind == "number":
+        if is_amount_name(name) or not _is_integer(duck_type):
+            return "measure"
+        if distinct == row_count == non_null and row_count > UNIQUE_ID_MIN_ROWS:
+            return "identifier"
+        if high_cardinality:
+            return "identifier"
+        return "measure" if distinct > LOW_CARDINALITY_MAX else "dimension"
+    if kind == "text":
+        if distinct > ID_MIN_SHARE * non_null and (avg_length or 0) >= FREE_TEXT_MIN_AVG_LENGTH:
+            return "other"
+        return "identifier" if high_cardinality else "dimension"
+    if kind == "boolean":
+        return "dimension"
+    return "other"
+
+
+# --------------------------------------------------------------------------------------------
+# Table profile
+# --------------------------------------------------------------------------------------------
+
+
+def _columns(con: duckdb.DuckDBPyConnection, table: str) -> list[tuple[str, str]]:
+    rows = _fetch_all(
+        con,
+        "SELECT column_name, data_type FROM duckdb_columns() "
+        "WHERE database_name = current_database() AND schema_name = ? AND table_name = ? "
+        "ORDER BY column_index",
+        [USER_SCHEMA, table],
+    )
+    if not rows:
+        raise ToolInputError(f"no table {table!r} in schema {USER_SCHEMA}", code="unknown_table")
+    return [(str(n), str(t)) for n, t in rows]
+
+
+def _mixed(
+    non_null: int, numbers: int, dates: int, num_example: Any, date_example: Any
+) -> tuple[bool, str | None]:
+    """Decide whether a text column is mostly (but not all) numbers or dates."""
+    if non_null == 0:
+        return False, None
+    if numbers >= dates:
+        count, noun, adjective, example = numbers, "numbers", "numeric", num_example
+    else:
+        count, noun, adjective, example = dates, "dates", "date", date_example
+    if count < non_null and count >= MIXED_MIN_SHARE * non_null:
+        note = (
+            f"mostly {adjective} text: {count} of {non_null} values are {noun} "
+            f"(e.g. {short(example, 60)})"
+        )
+        return True, note
+    return False, None
+
+
+def _samples(
+    con: duckdb.DuckDBPyConnection, table: str, column: str, non_null: int, distinct: int
+) -> list[Scalar]:
+    """Up to five most frequent non-null values (the first ones found for near-unique columns)."""
+    if non_null == 0:
+        return []
+    q, t = quote(column), _table_ref(table)
+    if non_null > NEAR_UNIQUE_MIN_VALUES and distinct >= NEAR_UNIQUE_SHARE * non_null:
+        rows = _fetch_all(con, f"SELECT {q} FROM {t} WHERE {q} IS NOT NULL LIMIT ?", [20])
+    else:
+        rows = _fetch_all(
+            con,
+            f"SELECT {q} FROM {t} WHERE {q} IS NOT NULL GROUP BY {q} "
+            f"ORDER BY count(*) DESC, {q} LIMIT ?",
+            [SAMPLE_SIZE],
+        )
+    out: list[Scalar] = []
+    for (value,) in rows:
+        v = _cut(jsonable(value))
+        if v not in out:
+            out.append(v)
+        if len(out) == SAMPLE_SIZE:
+            break
+    return out
+
+
+def profile_table(
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    labels: dict[str, str],
+    *,
+    exact_distinct_max_rows: int = EXACT_DISTINCT_MAX_ROWS,
+) -> TableProfile:
+    """Profile every column of ``main.<table>`` over the whole table.
+
+    Args:
+        con: Connection holding the table (the loader's writer connection is fine).
+        table: Table name in schema ``main``.
+        labels: Original header text per column name; a column without one is labelled by name.
+        exact_distinct_max_rows: Tables with more rows get ``approx_count_distinct`` estimates
+            (``distinct_exact=False``) instead of an exact ``count(DISTINCT)``.
+
+    Returns:
+        The table profile, columns in table order.
+
+    Raises:
+        ToolInputError: ``unknown_table`` when the table does not exist.
+    """
+    cols = _columns(con, table)
+    tref = _table_ref(table)
+    row_count = int(_fetch_all(con, f"SELECT count(*) FROM {tref}")[0][0])
+    exact = row_count <= exact_distinct_max_rows
+
+    # One scan: every statistic except the samples, for all columns.
+    exprs: list[str] = []
+    slots: list[dict[str, int]] = []
+    for name, duck_type in cols:
+        q = quote(name)
+        slot: dict[str, int] = {}
+
+        def add(expr: str, key: str, slot: dict[str, int] = slot) -> None:
+            slot[key] = len(exprs)
+            exprs.append(expr)
+
+        add(f"count({q})", "nn")
+        add(f"count(DISTINCT {q})" if exact else f"approx_count_distinct({q})", "distinct")
+        if _has_min_max(duck_type):
+            add(f"min({q})", "min")
+            add(f"max({q})", "max")
+        if kind_of(duck_type) == "text":
+            not_num = f"TRY_CAST({q} AS DOUBLE) IS NULL"
+            not_date = f"TRY_CAST({q} AS DATE) IS NULL"
+            add(f"count(TRY_CAST({q} AS DOUBLE))", "numbers")
+            add(f"count(TRY_CAST({q} AS DATE))", "dates")
+            add(f"min({q}) FILTER (WHERE {not_num})", "num_example")
+            add(f"min({q}) FILTER (WHERE {not_date})", "date_example")
+            add(f"avg(length({q}))", "avg_length")
+        slots.append(slot)
+    agg = _fetch_all(con, f"SELECT {', '.join(exprs)} FROM {tref}")[0] if exprs else ()
+
+    profiles: list[ColumnProfile] = []
+    for (name, duck_type), slot in zip(cols, slots, strict=True):
+
+        def val(key: str, slot: dict[str, int] = slot) -> Any:
+            return agg[slot[key]] if key in slot else None
+
+        non_null = int(val("nn") or 0)
+        distinct = min(int(val("distinct") or 0), non_null)
+        if non_null and not distinct:
+            distinct = 1  # an estimate can't be below one when a value exists
+        mixed, note = False, None
+        avg_length = None
+        if kind_of(duck_type) == "text":
+            mixed, note = _mixed(
+                non_null,
+                int(val("numbers") or 0),
+                int(val("dates") or 0),
+                val("num_example"),
+                val("date_example"),
+            )
+            avg_length = float(val("avg_length") or 0.0)
+        null_count = row_count - non_null
+        profiles.append(
+            ColumnProfile(
+                name=name,
+                label=labels.get(name, name),
+                type=duck_type,
+                kind=kind_of(duck_type),
+                null_count=null_count,
+                null_rate=null_count / row_count if row_count else 0.0,
+                distinct_count=distinct,
+                distinct_exact=exact,
+                min=_cut(jsonable(val("min"))),
+                max=_cut(jsonable(val("max"))),
+                samples=_samples(con, table, name, non_null, distinct),
+                mixed_type=mixed,
+                mixed_note=note,
+                role=guess_role(name, duck_type, row_count, non_null, distinct, avg_length),
+            )
+        )
+    return TableProfile(name=table, row_count=row_count, columns=profiles)
+
+
+# --------------------------------------------------------------------------------------------
+# Join keys
+# --------------------------------------------------------------------------------------------
+
+
+def _join_class(duck_type: str) -> str | None:
+    """Types that may be joined with each other share a class; None means never a key."""
+    if _is_integer(duck_type):
+        return "integer"
+    kind = kind_of(duck_type)
+    if kind == "text":
+        return "text"
+    if kind == "date":
+        return "date"
+    return None
+
+
+def _singulars(table: str) -> set[str]:
+    """Name variants: ``customers`` -> customer, ``addresses`` -> address, ``-ies`` -> ``-y``."""
+    t = table.lower()
+    out = {t}
+    if t.endswith("ies") and len(t) > 3:
+        out.add(t[:-3] + "y")
+    if t.endswith("es") and len(t) > 2:
+        out.add(t[:-2])
+    if t.endswith("s") and len(t) > 1:
+        out.add(t[:-1])
+    return out
+
+
+def _names_match(from_col: str, to_table: str, to_col: str) -> bool:
+    """Candidate by name: the same column name (except a bare ``id``/``key``/``code``/``uuid``,
+    which is each table's own key), or ``<table>_<id|key|code>`` / ``<table><Id>``."""
+    x, y = from_col.lower(), to_col.lower()
+    if x == y:
+        return x not in _GENERIC_KEY_NAMES
+    if y not in _JOIN_KEY_SUFFIXES:
+        return False
+    return any(x in (f"{b}_{y}", f"{b}{y}") for b in _singulars(to_table))
+
+
+def detect_join_keys(
+    con: duckdb.DuckDBPyConnection, profiles: dict[str, TableProfile]
+) -> list[JoinKey]:
+    """Find many-to-one joins ``A.x -> B.y`` between the profiled tables, verified by values.
+
+    A pair is a candidate when ``A != B``, the names match (the same column name other than a
+    bare ``id``/``key``/``code``/``uuid``, which is each table's own key, or ``x`` is
+    ``<b>_<y>`` or ``<b><Y>`` where ``<b>`` is B's name or its singular and ``y`` is ``id``,
+    ``key`` or ``code``; case-insensitive), both types are integers, both text or both DATE, and
+    neither column is a measure. It is kept when ``B.y`` is unique among its non-null values (so
+    a join never duplicates A's rows; estimated counts are re-checked exactly) and at least 90 %
+    of A.x's distinct non-null values occur in ``B.y``. Both directions are kept for 1:1 keys.
+
+    Args:
+        con: Connection holding the tables.
+        profiles: Table profiles by table name.
+
+    Returns:
+        The verified keys, sorted by (from_table, from_column, to_table, to_column).
+    """
+    unique_cache: dict[tuple[str, str], bool] = {}
+
+    def is_unique(tp: TableProfile, cp: ColumnProfile) -> bool:
+        non_null = tp.row_count - cp.null_count
+        if non_null == 0:
+            return False
+        if cp.distinct_exact:
+            return cp.distinct_count == non_null
+        if cp.distinct_count < 0.97 * non_null:
+            return False
+        key = (tp.name, cp.name)
+        if key not in unique_cache:
+            q = quote(cp.name)
+            dup = _fetch_all(
+                con,
+                f"SELECT count(*) FROM (SELECT 1 FROM {_table_ref(tp.name)} WHERE {q} IS NOT NULL "
+                f"GROUP BY {q} HAVING count(*) > 1 LIMIT 1)",
+            )[0][0]
+            unique_cache[key] = dup == 0
+        return unique_cache[key]
+
+    keys: list[JoinKey] = []
+    names = sorted(profiles)
+    for a_name in names:
+        a = profiles[a_name]
+        for x in a.columns:
+            x_class = _join_class(x.type)
+            if x_class is None or x.role == "measure" or x.null_count >= a.row_count:
+                continue
+            for b_name in names:
+                if b_name == a_name:
+                    continue
+                b = profiles[b_name]
+                for y in b.columns:
+                    if (
+                        y.role == "measure"
+                        or _join_class(y.type) != x_class
+                        or not _names_match(x.name, b.name, y.name)
+                        or not is_unique(b, y)
+                    ):
+                        continue
+                    qx, qy = quote(x.name), quote(y.name)
+                    total, found = _fetch_all(
+                        con,
+                        f"SELECT count(DISTINCT a.x), count(DISTINCT a.x) FILTER "
+                        f"(WHERE b.y IS NOT NULL) FROM "
+                        f"(SELECT DISTINCT {qx} AS x FROM {_table_ref(a.name)} "
+                        f"WHERE {qx} IS NOT NULL) a LEFT JOIN "
+                        f"(SELECT DISTINCT {qy} AS y FROM {_table_ref(b.name)}) b ON a.x = b.y",
+                    )[0]
+                    if not total:
+                        continue
+                    containment = found / total
+                    if containment >= MIN_CONTAINMENT:
+                        keys.append(
+                            JoinKey(
+                                from_table=a.name,
+                                from_column=x.name,
+                                to_table=b.name,
+                                to_column=y.name,
+                                containment=round(containment, 6),
+                            )
+                        )
+    keys.sort(key=lambda k: (k.from_table, k.from_column, k.to_table, k.to_column))
+    return keys
+
+
+# --------------------------------------------------------------------------------------------
+# Database
+# --------------------------------------------------------------------------------------------
+
+
+def profile_database(
+    con: duckdb.DuckDBPyConnection,
+    tables: Iterable[str] | None = None,
+    *,
+    exact_distinct_max_rows: int = EXACT_DISTINCT_MAX_ROWS,
+) -> Catalog:
+    """Profile ``tables`` (every recorded table when None), recompute join keys, store both.
+
+    Runs on the loader's writer connection, inside the caller's transaction (it never commits
+    or rolls back), and returns the catalogue as stored. Recorded tables that are not named but
+    have no stored profile (``write_load`` clears it) are profiled too, so join keys are always
+    computed across every recorded table.
+
+    Args:
+        con: The loader's writer connection; the catalogue must exist (``ensure_catalog``).
+        tables: Names of recorded tables to (re-)profile; None for all of them.
+        exact_distinct_max_rows: Passed to :func:`profile_table`.
+
+    Returns:
+        The catalogue read back with :func:`read_catalog`.
+
+    Raises:
+        ToolInputError: ``unknown_table`` when a named table has no load record.
+    """
+    catalog = read_catalog(con)
+    recorded = sorted(catalog.loads)
+    if tables is None:
+        wanted = list(recorded)
+    else:
+        wanted = list(dict.fromkeys(tables))
+        unknown = [t for t in wanted if t not in catalog.loads]
+        if unknown:
+            raise ToolInputError(
+                f"not a loaded table in {META_SCHEMA}.tables: {short(unknown[0])}",
+                code="unknown_table",
+                valid_values=recorded,
+            )
+    wanted += [t for t in recorded if t not in wanted and t not in catalog.profiles]
+
+    profiles = {t: p for t, p in catalog.profiles.items() if t in catalog.loads}
+    for table in wanted:
+        labels = {c.name: c.label for c in catalog.loads[table].columns}
+        profile = profile_table(con, table, labels, exact_distinct_max_rows=exact_distinct_max_rows)
+        write_profile(con, profile)
+        profiles[table] = profile
+
+    write_join_keys(con, detect_join_keys(con, profiles))
+    return read_catalog(con)
+
+
+__all__ = [
+    "EXACT_DISTINCT_MAX_ROWS",
+    "detect_join_keys",
+    "guess_role",
+    "is_amount_name",
+    "is_identifier_name",
+    "kind_of",
+    "name_words",
+    "profile_database",
+    "profile_table",
+    "quote",
+]
