@@ -1,5 +1,5 @@
 # Two entry points, both self-contained on a fresh machine (python3 + pip only):
-#   make demo   install, load the bundled demo data, and describe it
+#   make demo   install, load the bundled demo data, describe it, compare revenue week over week
 #   make test   install with test extras and run the test suite
 PY ?= python3
 VENV ?= .venv
@@ -22,6 +22,11 @@ install-test: $(BIN)/python
 demo: install
 	$(BIN)/drilldown load data/demo --db $(DB)
 	$(BIN)/drilldown tool metric_describe --db $(DB) --args '{}'
+	$(BIN)/drilldown tool metric_compare_periods --db $(DB) --args '{"table": "events", \
+	  "metric": {"agg": "sum", "column": "revenue"}, "time_column": "date", \
+	  "baseline": {"start": "2024-03-18", "end": "2024-03-24"}, \
+	  "comparison": {"start": "2024-03-25", "end": "2024-03-31"}, \
+	  "group_by": ["platform", "app_version"], "limit": 5}'
 
 test: install-test
 	$(BIN)/python -m pytest -q

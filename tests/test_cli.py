@@ -1,0 +1,171 @@
+"""The drilldown command line, run as a user runs it (a subprocess), on the bundled demo data."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import file_digest
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO = ROOT / "data" / "demo"
+LAST_WEEK = {"start": "2024-03-25", "end": "2024-03-31"}
+WEEK_BEFORE = {"start": "2024-03-18", "end": "2024-03-24"}
+
+
+def drilldown(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    return subprocess.run(
+        [sys.executable, "-m", "flows.cli", *args],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        cwd=ROOT,
+        env=env,
+        timeout=300,
+    )
+
+
+@pytest.fixture(scope="module")
+def demo_db(tmp_path_factory) -> Path:
+    db = tmp_path_factory.mktemp("cli") / "demo.duckdb"
+    proc = drilldown("load", str(DEMO), "--db", str(db))
+    assert proc.returncode == 0, proc.stderr
+    assert "loaded    events: 14,853 rows, 8 columns" in proc.stdout
+    assert "loaded    users: 800 rows, 4 columns" in proc.stdout
+    assert "skipped" in proc.stdout and "generate.py" in proc.stdout
+    return db
+
+
+def tool(db: Path, name: str, args: dict | str) -> tuple[int, dict]:
+    raw = args if isinstance(args, str) else json.dumps(args)
+    proc = drilldown("tool", name, "--db", str(db), "--args", raw)
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def test_compare_periods_finds_the_planted_segment(demo_db):
+    code, out = tool(
+        demo_db,
+        "metric_compare_periods",
+        {
+            "table": "events",
+            "metric": {"agg": "sum", "column": "revenue"},
+            "time_column": "date",
+            "baseline": WEEK_BEFORE,
+            "comparison": LAST_WEEK,
+            "group_by": ["platform", "app_version"],
+        },
+    )
+    assert code == 0
+    assert out["total"]["relative_delta"] == pytest.approx(-0.2155, abs=0.001)
+    top = out["rows"][0]
+    assert (top["platform"], top["app_version"]) == ("ios", "5.2")
+    assert top["relative_delta"] < -0.7 and top["share_of_delta"] > 0.7
+
+
+def test_compare_periods_through_the_join(demo_db):
+    code, out = tool(
+        demo_db,
+        "metric_compare_periods",
+        {
+            "table": "events",
+            "metric": {"agg": "count_distinct", "column": "user_id"},
+            "time_column": "date",
+            "baseline": WEEK_BEFORE,
+            "comparison": LAST_WEEK,
+            "group_by": ["users.plan"],
+        },
+    )
+    assert code == 0
+    assert {r["users.plan"] for r in out["rows"]} == {"free", "plus", "pro"}
+    assert out["additive"] is False
+    code, out = tool(
+        demo_db,
+        "metric_aggregate",
+        {
+            "table": "events",
+            "measures": [{"agg": "sum", "column": "revenue"}],
+            "group_by": ["users.plan"],
+            "filters": [{"column": "platform", "op": "=", "value": "ios"}],
+        },
+    )
+    assert code == 0 and out["matched_count"] == 3
+
+
+def test_describe_reports_the_join_key(demo_db):
+    code, out = tool(demo_db, "metric_describe", {})
+    assert code == 0
+    assert [(k["from_table"], k["from_column"], k["to_table"]) for k in out["join_keys"]] == [
+        ("events", "user_id", "users")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "error_code"),
+    [
+        (
+            "metric_aggregate",
+            {
+                "table": "events",
+                "measures": [{"agg": "sum", "column": "revenue"}],
+                "group_by": ["platform\"; COPY events TO '/tmp/pwn.csv'; --"],
+            },
+            "unknown_column",
+        ),
+        ("metric_sample", {"table": "read_csv('/etc/passwd')"}, "unknown_table"),
+        ("metric_sample", {"table": "events", "sql": "DROP TABLE events"}, "invalid_arguments"),
+        ("execute_sql", {"query": "DROP TABLE events"}, "unknown_tool"),
+        ("metric_sample", "{not json", "invalid_arguments"),
+        ("metric_sample", "[1, 2]", "invalid_arguments"),
+    ],
+)
+def test_hostile_or_bad_arguments_exit_2_with_json_error(demo_db, name, args, error_code):
+    before = file_digest(demo_db)
+    code, out = tool(demo_db, name, args)
+    assert code == 2
+    assert out["error"]["code"] == error_code
+    assert file_digest(demo_db) == before
+    assert not Path("/tmp/pwn.csv").exists()
+
+
+def test_args_from_stdin(demo_db):
+    proc = drilldown(
+        "tool",
+        "metric_sample",
+        "--db",
+        str(demo_db),
+        "--args",
+        "-",
+        stdin='{"table": "users", "n": 2}',
+    )
+    assert proc.returncode == 0 and len(json.loads(proc.stdout)["rows"]) == 2
+
+
+def test_missing_database_is_a_one_line_error(tmp_path):
+    code, out = tool(tmp_path / "nope.duckdb", "metric_describe", {})
+    assert code == 1 and out["error"]["code"] == "database_error"
+    assert not (tmp_path / "nope.duckdb").exists()
+
+
+def test_load_error_is_one_line_and_writes_nothing(tmp_path):
+    bad = tmp_path / "ragged.csv"
+    bad.write_text("a,b\n1,2\n3,4,5\n")
+    db = tmp_path / "x.duckdb"
+    proc = drilldown("load", str(bad), "--db", str(db))
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "line 3" in lines[0]
+    assert not db.exists()
+
+
+def test_tools_lists_and_exports_definitions(demo_db):
+    proc = drilldown("tools")
+    assert proc.returncode == 0 and "metric_compare_periods" in proc.stdout
+    proc = drilldown("tools", "--json", "--db", str(demo_db))
+    defs = json.loads(proc.stdout)
+    assert defs[0]["input_schema"]["properties"]["table"]["enum"] == ["events", "users"]

@@ -1,0 +1,65 @@
+"""The statement guard: only one SELECT over known user tables, using builder functions."""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+
+from sql_tools import QueryRejected
+from sql_tools._guard import check_select
+
+
+@pytest.fixture(scope="module")
+def con():
+    c = duckdb.connect()
+    c.execute("CREATE TABLE sales(a INT, region VARCHAR)")
+    yield c
+    c.close()
+
+
+GOOD = [
+    "SELECT a FROM sales",
+    'SELECT "t0"."a" FROM "sales" AS "t0"',
+    "SELECT a FROM main.sales",
+    'WITH x AS (SELECT sum(a) AS s FROM "sales") SELECT s FROM x',
+    "SELECT region, count(*) FILTER (WHERE a > $p1) FROM sales GROUP BY ALL",
+    "SELECT * FROM sales AS t0 ORDER BY hash(t0, $p1) LIMIT 5",
+    "SELECT contains(region, $p1), abs(a), coalesce(a, 0), nullif(a, 0) FROM sales",
+    "SELECT a FROM sales WHERE a BETWEEN $p1 AND $p2 OR a IN ($p3, $p4)",
+    "SELECT count(*) OVER () FROM sales",
+]
+BAD = [
+    ("SELECT 1; DROP TABLE sales", "one statement"),
+    ("COPY sales TO '/tmp/x'", "only SELECT"),
+    ("SELECT * FROM read_csv('/etc/passwd')", "table functions"),
+    ("SELECT * FROM '/etc/passwd'", "not allowed"),
+    ("SELECT * FROM query('select 1')", "table functions"),
+    ("SELECT * FROM query_table('sales')", "table functions"),
+    ("SELECT getenv('HOME')", "getenv"),
+    ("SELECT read_text('/etc/passwd')", "read_text"),
+    ("SELECT current_setting('memory_limit')", "current_setting"),
+    ("SELECT * FROM duckdb_settings()", "table functions"),
+    ("SELECT * FROM information_schema.tables", "schema"),
+    ("SELECT * FROM _drilldown.tables", "schema"),
+    ("SELECT * FROM system.main.sales", "qualified"),
+    ("SELECT * FROM sales, other", "'other'"),
+    ("ATTACH 'x.db'", "only SELECT"),
+    ("PRAGMA version", "only SELECT"),
+    ("CALL pragma_version()", "only SELECT"),
+    ("SELECT list_transform([1], lambda x: x + 1)", "not allowed"),
+    ("SELECT * FROM sales JOIN (SELECT * FROM glob('/*')) g ON true", "table functions"),
+    ("CREATE TEMP TABLE t AS SELECT 1", "only SELECT"),
+    ("SELECT 1 FROM sales WHERE a = (SELECT count(*) FROM range(10))", "table functions"),
+    ("SELECT FROM WHERE", "parse"),
+]
+
+
+@pytest.mark.parametrize("sql", GOOD)
+def test_guard_accepts_builder_shapes(con, sql):
+    check_select(con, sql, {"sales"})
+
+
+@pytest.mark.parametrize(("sql", "why"), BAD, ids=[b[0][:40] for b in BAD])
+def test_guard_rejects(con, sql, why):
+    with pytest.raises(QueryRejected, match=why):
+        check_select(con, sql, {"sales"})
