@@ -168,4 +168,5 @@ def test_tools_lists_and_exports_definitions(demo_db):
     assert proc.returncode == 0 and "metric_compare_periods" in proc.stdout
     proc = drilldown("tools", "--json", "--db", str(demo_db))
     defs = json.loads(proc.stdout)
-    assert defs[0]["input_schema"]["properties"]["table"]["enum"] == ["events", "users"]
+    assert defs[1]["input_schema"]["properties"]["table"]["enum"] == ["events", "users"]
+    assert defs[0]["input_schema"]["properties"]["table"]["anyOf"][0]["enum"] == ["events", "users"]
