@@ -1,0 +1,1 @@
+"""Prompt templates for the investigation agent (Markdown files rendered strictly)."""
