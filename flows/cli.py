@@ -64,9 +64,8 @@ def load(
     as_json: Annotated[bool, typer.Option("--json", help="Print the load report as JSON.")] = False,
 ) -> None:
     """Load files into a DuckDB file, one table per file, strictly (all rows or an error)."""
-    from tasks.load import LoadOptions, load_files
-
     from sql_tools._errors import SqlToolError
+    from tasks.load import LoadOptions, load_files
 
     overrides = {
         "max_rows": max_rows,

@@ -1,0 +1,1 @@
+"""Units of work: strict loading, profiling (plain functions plus Prefect tasks)."""

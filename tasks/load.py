@@ -1,0 +1,496 @@
+"""Strict file loader: CSV/TSV (optionally gzip-compressed) and Parquet files into DuckDB.
+
+Every file is validated completely in Python before the database is opened for writing (see
+:mod:`tasks._csv`). Files are then read by DuckDB into staging tables, reconciled against the
+Python row count, and copied into the database in one transaction together with their
+catalogue records and profiles. Any error rolls everything back: the database file is left as
+it was (or removed, if this call created it). A table is never partially loaded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+from prefect import task
+from pydantic import BaseModel, ConfigDict
+
+from sql_tools._errors import LoadError, short
+from sql_tools.catalog import ColumnInfo, LoadRecord, ensure_catalog, read_catalog, write_load
+from tasks._csv import CsvScan, scan_csv
+from tasks._duck import column_types, duck_message, fix_columns, row_count, stage_csv, stage_parquet
+from tasks._names import column_names, table_name
+from tasks._names import quote_ident as q
+from tasks._sniff import binary_kind, canonical_codec
+from tasks.profile import profile_database
+
+Format = Literal["csv", "csv.gz", "parquet"]
+# suffix -> (format, tab-delimited)
+_SUFFIXES: dict[str, tuple[Format, bool]] = {
+    ".csv.gz": ("csv.gz", False),
+    ".tsv.gz": ("csv.gz", True),
+    ".csv": ("csv", False),
+    ".tsv": ("csv", True),
+    ".parquet": ("parquet", False),
+}
+_STAGE = "_drilldown_stage"
+_HASH_CHUNK = 1 << 20
+
+
+class LoadOptions(BaseModel):
+    """Limits and forced settings for one load call."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_bytes: int = 2 * 1024**3
+    """Cap on bytes read per file after decompression (decompression-bomb guard)."""
+    max_rows: int = 50_000_000
+    """Cap on data rows per file."""
+    max_columns: int = 500
+    max_field_bytes: int = 1024**2
+    """Longest single field or line allowed."""
+    encoding: str | None = None
+    """None = auto (UTF-8, or UTF-16 by BOM/NUL pattern); else e.g. latin-1, cp1252, utf-16."""
+    delimiter: str | None = None
+    """None = detect among , ; tab |."""
+    decimal_comma: bool | None = None
+    """None = detect (unambiguous columns only); True = force; False = never."""
+
+
+class TableResult(BaseModel):
+    """What happened to one file."""
+
+    table: str
+    source: str
+    status: Literal["loaded", "replaced", "unchanged"]
+    rows: int
+    columns: list[ColumnInfo]
+    warnings: list[str]
+
+
+class LoadReport(BaseModel):
+    """The outcome of one load call."""
+
+    db: str
+    tables: list[TableResult]
+    skipped: list[str]
+    """Files found in directories that do not have a supported extension."""
+
+
+@dataclass
+class _Input:
+    """One file to load, with its scan once validated."""
+
+    path: Path
+    source: str
+    fmt: Format
+    tab: bool
+    table: str
+    scan: CsvScan | None = None
+    parquet_rows: int = 0
+    parquet_bytes: int = 0
+    sha256: str = ""
+    labels: list[str] = field(default_factory=list)
+    status: Literal["loaded", "replaced", "unchanged"] = "loaded"
+    record: LoadRecord | None = None
+    stat: tuple[int, int] = (0, 0)  # (size, mtime_ns) when validation started
+
+
+# --------------------------------------------------------------------------------------------
+# inputs
+
+
+def _split_suffix(name: str) -> tuple[str, Format, bool] | None:
+    """``(stem, format, tab)`` for a supported file name, else None."""
+    lower = name.lower()
+    for suffix, (fmt, tab) in _SUFFIXES.items():
+        if lower.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)], fmt, tab
+    return None
+
+
+def _make_input(path: Path, source: str) -> _Input | None:
+    parts = _split_suffix(path.name)
+    if parts is None:
+        return None
+    stem, fmt, tab = parts
+    return _Input(path=path, source=source, fmt=fmt, tab=tab, table=table_name(stem))
+
+
+def _collect(paths: Sequence[str | Path]) -> tuple[list[_Input], list[str]]:
+    """Expand directories (recursively, sorted); refuse missing paths and unsupported files."""
+    inputs: list[_Input] = []
+    skipped: list[str] = []
+    seen: set[Path] = set()
+    for given in paths:
+        path = Path(given)
+        if not path.exists():
+            raise LoadError(f"{path}: no such file or directory")
+        if path.is_dir():
+            files = sorted(p for p in path.rglob("*") if p.is_file())
+        else:
+            files = [path]
+        for file in files:
+            item = _make_input(file, str(file))
+            if item is None:
+                if not path.is_dir():
+                    raise LoadError(
+                        f"{file.name}: unsupported file type; supported: .csv, .tsv, .csv.gz, "
+                        ".tsv.gz, .parquet",
+                        code="unsupported_file",
+                    )
+                skipped.append(str(file))
+                continue
+            key = file.resolve()
+            if key not in seen:
+                seen.add(key)
+                inputs.append(item)
+    if not inputs:
+        raise LoadError("no loadable files (.csv, .tsv, .csv.gz, .tsv.gz, .parquet) given")
+    return inputs, skipped
+
+
+def _check_same_table(inputs: list[_Input]) -> None:
+    """Two inputs of one call must not map to the same table."""
+    owner: dict[str, _Input] = {}
+    for item in inputs:
+        other = owner.setdefault(item.table, item)
+        if other is not item:
+            raise LoadError(
+                f"{item.path.name}: would load into table {item.table}, like {other.source}; "
+                "rename one of the files"
+            )
+
+
+_DELIMITER_NAMES = {"\\t": "\t", "tab": "\t", "comma": ",", "semicolon": ";", "pipe": "|"}
+
+
+def _resolve_options(opts: LoadOptions) -> LoadOptions:
+    """Check option values and spell out delimiter names (``tab`` or a typed ``\\t``)."""
+    named = _DELIMITER_NAMES.get((opts.delimiter or "").lower())
+    if named is not None:
+        opts = opts.model_copy(update={"delimiter": named})
+    _check_options(opts)
+    return opts
+
+
+def _check_options(opts: LoadOptions) -> None:
+    """Refuse impossible option values before any work."""
+    for name in ("max_bytes", "max_rows", "max_columns", "max_field_bytes"):
+        if getattr(opts, name) < 1:
+            raise LoadError(f"option {name} must be at least 1", code="invalid_arguments")
+    if opts.encoding is not None:
+        canonical_codec(opts.encoding)
+    d = opts.delimiter
+    if d is not None and (len(d) != 1 or d in '"\r\n' or not d.isascii()):
+        raise LoadError(
+            f"option delimiter must be one ASCII character other than a quote or newline, "
+            f"got {short(d)}",
+            code="invalid_arguments",
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# validation (no database)
+
+
+def _sha256_file(path: Path) -> str:
+    """SHA-256 of a file's bytes, read in chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_HASH_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _scan_parquet(item: _Input, opts: LoadOptions) -> None:
+    """Check a Parquet file from its metadata: real Parquet, rows, size and column caps."""
+    name = item.path.name
+    with open(item.path, "rb") as f:
+        head = f.read(64)
+        size = os.fstat(f.fileno()).st_size
+        f.seek(max(0, size - 4))
+        tail = f.read(4)
+        if not (head.startswith(b"PAR1") and tail == b"PAR1" and size >= 12):
+            kind = binary_kind(head)
+            looks = f"; it looks like {kind}" if kind and kind != "a Parquet file" else ""
+            raise LoadError(f"{name}: not a Parquet file{looks}", code="unsupported_file")
+        f.seek(0)
+        try:
+            pf = pq.ParquetFile(f)
+            meta = pf.metadata
+            labels = list(pf.schema_arrow.names)
+        except (pa.ArrowException, OSError, ValueError) as e:
+            raise LoadError(
+                f"{name}: not a readable Parquet file ({short(str(e), 120)})",
+                code="unsupported_file",
+            ) from None
+    rows = meta.num_rows
+    if rows > opts.max_rows:
+        raise LoadError(f"{name}: {rows} rows, more than the limit max_rows={opts.max_rows}")
+    if rows == 0:
+        raise LoadError(f"{name}: no data rows")
+    raw = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+    if raw > opts.max_bytes:
+        raise LoadError(
+            f"{name}: {raw} bytes uncompressed, more than the limit max_bytes={opts.max_bytes}"
+        )
+    if len(labels) > opts.max_columns:
+        raise LoadError(
+            f"{name}: {len(labels)} columns, more than the limit max_columns={opts.max_columns}",
+            code="unsupported_file",
+        )
+    item.parquet_rows, item.parquet_bytes = rows, size
+    item.labels = labels
+    item.sha256 = _sha256_file(item.path)
+
+
+def _file_stat(path: Path) -> tuple[int, int]:
+    st = path.stat()
+    return st.st_size, st.st_mtime_ns
+
+
+def _validate(item: _Input, opts: LoadOptions, tmpdir: Path) -> None:
+    """Validate one file completely (Python only)."""
+    item.stat = _file_stat(item.path)
+    if item.fmt == "parquet":
+        _scan_parquet(item, opts)
+        return
+    scan = scan_csv(
+        item.path, item.path.name, opts, tmpdir, compressed=item.fmt == "csv.gz", tab=item.tab
+    )
+    item.scan, item.sha256, item.labels = scan, scan.sha256, scan.labels
+
+
+# --------------------------------------------------------------------------------------------
+# database
+
+
+def _connect(db: Path) -> duckdb.DuckDBPyConnection:
+    """Open the writer connection; a lock held elsewhere becomes a clear LoadError."""
+    try:
+        return duckdb.connect(str(db), config={"autoinstall_known_extensions": False})
+    except duckdb.IOException as e:
+        if "lock" in str(e).lower():
+            raise LoadError(
+                f"database {db.name} is in use by another process; close it and retry",
+                code="database_error",
+            ) from None
+        raise LoadError(
+            f"database {db.name} cannot be opened: {duck_message(e)}", code="database_error"
+        ) from None
+    except duckdb.Error as e:
+        raise LoadError(
+            f"database {db.name} cannot be opened: {duck_message(e)}", code="database_error"
+        ) from None
+
+
+def _main_tables(con: duckdb.DuckDBPyConnection) -> set[str]:
+    rows = con.execute(
+        "SELECT table_name FROM information_schema.tables "
+        "WHERE table_catalog = current_database() AND table_schema = 'main'"
+    ).fetchall()
+    return {r[0].lower() for r in rows}
+
+
+def _decide(con: duckdb.DuckDBPyConnection, inputs: list[_Input]) -> None:
+    """Set each input's status against what the database already holds."""
+    loads = read_catalog(con).loads
+    existing = _main_tables(con)
+    for item in inputs:
+        rec = loads.get(item.table)
+        if rec is None:
+            if item.table in existing:
+                raise LoadError(
+                    f"{item.path.name}: table {item.table} already exists in the database and "
+                    "was not loaded from a file; rename the file"
+                )
+            continue
+        if rec.file_name != item.path.name:
+            raise LoadError(
+                f"{item.path.name}: table {item.table} already holds {rec.file_name} "
+                f"(loaded from {rec.source}); rename one of the files"
+            )
+        if rec.sha256 == item.sha256 and item.table in existing:
+            item.status, item.record = "unchanged", rec
+        else:
+            item.status = "replaced"
+
+
+def _stage(con: duckdb.DuckDBPyConnection, item: _Input, opts: LoadOptions, tmpdir: Path) -> None:
+    """Build the staging table of one input, reconcile its rows, and prepare its record."""
+    target = f"{q(_STAGE)}.{q(item.table)}"
+    names, renames = column_names(item.labels)
+    name = item.path.name
+    read_path = _safe_path(item, tmpdir)
+    if item.scan is not None:
+        warnings = item.scan.warnings + renames
+        warnings += stage_csv(con, item.scan, read_path, target, names)
+        expected = item.scan.rows
+    else:
+        warnings = renames
+        stage_parquet(con, read_path, name, target, names)
+        expected = item.parquet_rows
+    if _file_stat(item.path) != item.stat:
+        raise LoadError(f"{name}: the file changed while it was being loaded; load it again")
+    got = row_count(con, target)
+    if got != expected:
+        raise LoadError(
+            f"{name}: DuckDB parsed {got} rows but the file has {expected} data lines; "
+            "nothing was loaded"
+        )
+    if item.scan is not None:
+        warnings += fix_columns(con, target, opts.decimal_comma)
+    if [n for n, _ in column_types(con, target)] != names:
+        raise LoadError(f"{name}: DuckDB did not keep the column names; nothing was loaded")
+    scan = item.scan
+    item.record = LoadRecord(
+        table=item.table,
+        source=item.source,
+        file_name=name,
+        sha256=item.sha256,
+        format=item.fmt,
+        rows=expected,
+        bytes=scan.bytes if scan else item.parquet_bytes,
+        encoding=scan.encoding if scan else "utf-8",
+        delimiter=scan.delimiter if scan else None,
+        columns=[ColumnInfo(name=n, label=lb) for n, lb in zip(names, item.labels, strict=True)],
+        warnings=warnings,
+        loaded_at=datetime.now(UTC),
+    )
+
+
+def _safe_path(item: _Input, tmpdir: Path) -> Path:
+    """A path DuckDB reads literally: the UTF-8 copy, or a symlink with a plain name.
+
+    DuckDB treats ``*``, ``?``, ``[`` and ``{`` in a path as a glob; user file names never
+    reach it.
+    """
+    if item.scan is not None and item.scan.read_path is not None:
+        return item.scan.read_path
+    suffix = ".parquet" if item.fmt == "parquet" else ".csv"
+    link = Path(tempfile.mkdtemp(dir=tmpdir)) / f"input{suffix}"
+    target = item.path.resolve()
+    try:
+        link.symlink_to(target)
+    except OSError:
+        if any(ch in str(target) for ch in "*?[]{}"):
+            raise LoadError(
+                f"{item.path.name}: file names with * ? [ ] {{ }} cannot be loaded here; "
+                "rename the file"
+            ) from None
+        return target
+    return link
+
+
+def _commit(con: duckdb.DuckDBPyConnection, items: list[_Input]) -> None:
+    """Copy the staged tables into ``main`` with their records and profiles, in one transaction."""
+    con.execute("BEGIN TRANSACTION")
+    ensure_catalog(con)
+    for item in items:
+        assert item.record is not None
+        con.execute(f"DROP TABLE IF EXISTS main.{q(item.table)}")
+        con.execute(f"CREATE TABLE main.{q(item.table)} AS FROM {q(_STAGE)}.{q(item.table)}")
+        write_load(con, item.record)
+    profile_database(con, tables=[item.table for item in items])
+    con.execute("COMMIT")
+
+
+def _write(inputs: list[_Input], db: Path, opts: LoadOptions, tmpdir: Path) -> None:
+    """Open the database, stage what changed and commit it all, or leave the file untouched."""
+    existed = db.exists()
+    con = _connect(db)
+    done = False
+    try:
+        _decide(con, inputs)
+        todo = [item for item in inputs if item.status != "unchanged"]
+        if todo:
+            con.execute(f"ATTACH ':memory:' AS {q(_STAGE)}")
+            for item in todo:
+                _stage(con, item, opts, tmpdir)
+            _commit(con, todo)
+        done = True
+    except duckdb.Error as e:
+        raise LoadError(
+            f"database {db.name}: load failed, nothing was changed: {duck_message(e)}",
+            code="database_error",
+        ) from None
+    finally:
+        if not done:
+            _rollback(con)
+        con.close()
+        if not done and not existed:
+            for leftover in (db, db.with_name(db.name + ".wal")):
+                leftover.unlink(missing_ok=True)
+
+
+def _rollback(con: duckdb.DuckDBPyConnection) -> None:
+    try:
+        con.execute("ROLLBACK")
+    except duckdb.Error:
+        pass  # no transaction was open
+
+
+def _result(item: _Input) -> TableResult:
+    rec = item.record
+    assert rec is not None
+    return TableResult(
+        table=item.table,
+        source=item.source,
+        status=item.status,
+        rows=rec.rows,
+        columns=rec.columns,
+        warnings=rec.warnings,
+    )
+
+
+def load_files(
+    paths: Sequence[str | Path], db_path: str | Path, options: LoadOptions | None = None
+) -> LoadReport:
+    """Load CSV/TSV(.gz) and Parquet files into a DuckDB database, all or nothing.
+
+    Args:
+        paths: Files and/or directories (recursed, sorted). In directories, files with other
+            extensions are skipped and listed; an explicit file with another extension is an
+            error.
+        db_path: The DuckDB database file (created when missing).
+        options: Limits and forced settings; defaults when None.
+
+    Returns:
+        One :class:`TableResult` per file (``loaded``, ``replaced`` or ``unchanged``).
+
+    Raises:
+        LoadError: The first problem found, naming the file (and line); the database is then
+            exactly as it was before the call.
+    """
+    opts = _resolve_options(options or LoadOptions())
+    inputs, skipped = _collect(paths)
+    _check_same_table(inputs)
+    db = Path(db_path)
+    tmpdir = Path(tempfile.mkdtemp(prefix="drilldown-load-"))
+    try:
+        for item in inputs:
+            _validate(item, opts, tmpdir)
+        _write(inputs, db, opts, tmpdir)
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+    return LoadReport(db=str(db_path), tables=[_result(i) for i in inputs], skipped=skipped)
+
+
+@task(name="load", retries=0)
+def load(paths: list[str], db_path: str, options: LoadOptions | None = None) -> LoadReport:
+    """Prefect task wrapper around :func:`load_files`."""
+    return load_files(paths, db_path, options)
+
+
+__all__ = ["LoadOptions", "LoadReport", "TableResult", "load", "load_files"]
