@@ -170,3 +170,27 @@ def test_tools_lists_and_exports_definitions(demo_db):
     defs = json.loads(proc.stdout)
     assert defs[1]["input_schema"]["properties"]["table"]["enum"] == ["events", "users"]
     assert defs[0]["input_schema"]["properties"]["table"]["anyOf"][0]["enum"] == ["events", "users"]
+
+
+def test_make_demo_commands_run_as_written(tmp_path):
+    """Every drilldown command `make demo` would run succeeds, with the arguments exactly as quoted."""
+    import shlex
+    import shutil
+
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    db = tmp_path / "demo.duckdb"
+    plan = subprocess.run(
+        ["make", "-n", "demo", f"DB={db}"], capture_output=True, text=True, cwd=ROOT, check=True
+    ).stdout
+    commands = [shlex.split(line) for line in plan.splitlines() if "bin/drilldown " in line]
+    assert [c[1:3] for c in commands] == [
+        ["load", "data/demo"],
+        ["tool", "metric_describe"],
+        ["tool", "metric_compare_periods"],
+    ]
+    for argv in commands:
+        proc = drilldown(*argv[1:])
+        assert proc.returncode == 0, f"{shlex.join(argv)}\n{proc.stdout}\n{proc.stderr}"
+    top = json.loads(proc.stdout)["rows"][0]
+    assert (top["platform"], top["app_version"]) == ("ios", "5.2")
