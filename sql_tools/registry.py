@@ -123,9 +123,16 @@ def _validation_error(exc: ValidationError) -> ToolInputError:
     return ToolInputError(msg, code=code, field=where)
 
 
+def spec_for(name: Any) -> ToolSpec | None:
+    """The tool called ``name``; the short form without the ``metric_`` namespace also resolves."""
+    if not isinstance(name, str):
+        return None
+    return _BY_NAME.get(name) or _BY_NAME.get(f"metric_{name}")
+
+
 def call(ctx: ToolContext, name: str, arguments: Any) -> BaseModel:
     """Validate ``arguments`` and run tool ``name``; raises ``SqlToolError`` on bad input."""
-    spec = _BY_NAME.get(name) if isinstance(name, str) else None
+    spec = spec_for(name)
     if spec is None:
         raise ToolInputError(
             f"unknown tool {short(name)}", code="unknown_tool", valid_values=list(_BY_NAME)

@@ -97,6 +97,27 @@ def test_compare_periods_through_the_join(demo_db):
     assert code == 0 and out["matched_count"] == 3
 
 
+def test_short_tool_names_resolve(demo_db):
+    """`drilldown tool compare_periods` is `metric_compare_periods`; unknown names still list the valid ones."""
+    args = {
+        "table": "events",
+        "metric": {"agg": "sum", "column": "revenue"},
+        "time_column": "date",
+        "baseline": WEEK_BEFORE,
+        "comparison": LAST_WEEK,
+        "group_by": ["users.plan"],
+    }
+    code, short_out = tool(demo_db, "compare_periods", args)
+    _, long_out = tool(demo_db, "metric_compare_periods", args)
+    assert code == 0
+    strip = lambda o: {k: v for k, v in o.items() if k != "elapsed_ms"}  # noqa: E731
+    assert strip(short_out) == strip(long_out)
+    code, out = tool(demo_db, "describe", {})
+    assert code == 0 and {t["name"] for t in out["tables"]} == {"events", "users"}
+    code, out = tool(demo_db, "compare", args)
+    assert code == 2 and out["error"]["code"] == "unknown_tool"
+
+
 def test_describe_reports_the_join_key(demo_db):
     code, out = tool(demo_db, "metric_describe", {})
     assert code == 0
