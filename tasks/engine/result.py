@@ -1,0 +1,107 @@
+"""What the engine answers, in the shape of ``result.json`` (see the README's contract)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+Effect = Literal["rate", "mix", "new", "gone", "data_quality"]
+
+
+class Evidence(BaseModel):
+    """A query anyone can re-run: a SQL tool call, and the SQL it ran with its parameters."""
+
+    tool: str
+    arguments: dict[str, Any]
+    sql: str = ""
+    params: dict[str, Any] = {}
+    result: dict[str, Any] = {}
+
+
+class Segment(BaseModel):
+    """One segment's movement: the answer's unit."""
+
+    segment: dict[str, Any] = Field(description="column -> value; {} is the whole population.")
+    baseline: float | None = None
+    comparison: float | None = None
+    contribution: float = Field(description="Part of the metric's change this segment accounts for.")
+    share: float | None = Field(default=None, description="contribution / total change.")
+    unexpected: float | None = Field(
+        default=None, description="Part of the contribution beyond what the rest of the data did."
+    )
+    rate: float | None = Field(default=None, description="Ratio metrics: own-ratio part.")
+    mix: float | None = Field(default=None, description="Ratio metrics: denominator-share part.")
+    effect: Effect = "rate"
+    p_value: float | None = None
+    significant: bool = False
+    baseline_volume: float | None = Field(default=None, description="Rows (or denominator) before.")
+    comparison_volume: float | None = None
+    evidence: Evidence | None = None
+
+
+class DataQualityIssue(BaseModel):
+    """Something about the data, not the business, that moves or clouds the metric."""
+
+    kind: Literal[
+        "missing_days", "segment_missing_days", "null_spike", "duplicate_rows", "partial_period"
+    ]
+    message: str = Field(description="One plain sentence a manager can read.")
+    severity: Literal["info", "warning", "error"] = "warning"
+    column: str | None = None
+    segment: dict[str, Any] = {}
+    period: Literal["baseline", "comparison"] | None = None
+    details: dict[str, Any] = {}
+    evidence: Evidence | None = None
+
+
+class Change(BaseModel):
+    """The metric's overall move and whether it is outside the noise."""
+
+    absolute: float | None
+    relative: float | None
+    significant: bool
+    p_value: float | None
+    method: str = Field(description="How significance was judged, in words.")
+
+
+class PeriodValue(BaseModel):
+    label: str
+    value: float | None
+    volume: float | None = None
+    days: int | None = None
+
+
+class MetricInfo(BaseModel):
+    expression: str
+    table: str
+    grain: str | None = None
+    kind: Literal["additive", "ratio", "distinct"]
+    name: str | None = None
+    filters: list[dict[str, Any]] = []
+
+
+class Explanation(BaseModel):
+    """The engine's full answer. ``result.json`` is this, plus the agent's hypotheses and findings."""
+
+    metric: MetricInfo
+    baseline: PeriodValue
+    comparison: PeriodValue
+    change: Change
+    root_causes: list[Segment] = []
+    drivers: list[Segment] = Field(
+        default=[], description="Ranked candidate segments, in the direction of the change."
+    )
+    offsetting: list[Segment] = Field(default=[], description="Segments that moved against it.")
+    global_shift: Segment | None = Field(
+        default=None, description="A move that hit everything evenly, if there was one."
+    )
+    explained_share: float | None = Field(
+        default=None, description="Share of the change the root causes account for together."
+    )
+    hypotheses: list[dict[str, Any]] = []
+    findings: list[dict[str, Any]] = []
+    data_quality: list[DataQualityIssue] = []
+    dimensions: list[str] = []
+    notes: list[str] = []
+    stats: dict[str, Any] = Field(default={}, description="Segments searched, timings, depth.")
