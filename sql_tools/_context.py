@@ -257,6 +257,34 @@ class ToolContext:
             elapsed = (time.perf_counter() - start) * 1000
         return QueryOutput(columns, rows, sql, {k: jsonable(v) for k, v in params.items()}, elapsed)
 
+    def run_arrow(self, sql: str, params: dict[str, Any] | None = None, *, max_rows: int) -> Any:
+        """Like :meth:`run`, but return the whole result as a ``pyarrow.Table`` (bulk engine reads).
+
+        Refuses results longer than ``max_rows`` instead of cutting them.
+        """
+        params = params or {}
+        check_select(self.con, sql, allowed_tables=set(self.schema.tables))
+        with self._lock:
+            timer = threading.Timer(self.limits.timeout_s, self.con.interrupt)
+            timer.start()
+            try:
+                table = self.con.sql(sql, params=params).to_arrow_table()
+            except duckdb.InterruptException as exc:
+                raise QueryTimeout(
+                    f"query exceeded the time limit of {self.limits.timeout_s:g} s and was stopped"
+                ) from exc
+            except duckdb.OutOfMemoryException as exc:
+                raise ResourceLimit(
+                    f"query exceeded the memory limit of {self.limits.memory_limit}"
+                ) from exc
+            except duckdb.Error as exc:
+                raise SqlToolError(f"query failed: {one_line(exc, 300)}") from exc
+            finally:
+                timer.cancel()
+        if table.num_rows > max_rows:
+            raise ResourceLimit(f"query returned {table.num_rows:,} rows, more than {max_rows:,}")
+        return table
+
 
 def limit_address_space(max_bytes: int) -> None:
     """Cap this process's address space (only in a process dedicated to tool calls).

@@ -30,6 +30,8 @@ ALLOWED_FUNCTIONS = frozenset(
         "greatest",
         "least",
         "grouping",
+        "case",
+        "if",
     }
 )
 # Expression node types that never belong in a tool query.

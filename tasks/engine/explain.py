@@ -1,0 +1,443 @@
+"""explain_change: measure a metric's move, test it against the noise, and name its causes."""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from sql_tools._context import ToolContext
+from sql_tools._errors import ToolInputError
+from tasks.engine import cube as cube_mod
+from tasks.engine.cube import Cube, build_cube, daily_series
+from tasks.engine.result import (
+    Change,
+    DataQualityIssue,
+    Evidence,
+    Explanation,
+    MetricInfo,
+    PeriodValue,
+    Segment,
+)
+from tasks.engine.search import Search, additive_leaves, ratio_leaves, search
+from tasks.engine.spec import DateRange, Question
+
+ALPHA = 0.05
+MAX_DRIVERS = 15
+
+
+def explain_change(db: str | Path | ToolContext, question: Question) -> Explanation:
+    """Explain why ``question.metric`` moved between the two periods (no Prefect, no LLM)."""
+    if isinstance(db, ToolContext):
+        return _explain(db, question)
+    with ToolContext(db) as ctx:
+        return _explain(ctx, question)
+
+
+def _dimensions(ctx: ToolContext, q: Question) -> tuple[list[str], list[str]]:
+    notes: list[str] = []
+    if q.dimensions is not None:
+        dims = [
+            ctx.schema.column(q.metric.table, d, field_name="dimensions").ref for d in q.dimensions
+        ]
+    else:
+        from tasks.engine.parse import default_dimensions
+
+        used = {q.periods.time_column, q.periods.period_column}
+        used |= {a.column for a in (q.metric.numerator, q.metric.denominator) if a is not None}
+        dims = default_dimensions(ctx.schema, q.metric.table, exclude=[u for u in used if u])
+    kept = []
+    for d in dims:
+        col = ctx.schema.column(q.metric.table, d)
+        prof = ctx.schema.column_profile(col)
+        distinct = getattr(prof, "distinct", None) if prof else None
+        if distinct is not None and distinct > cube_mod.MAX_DIMENSION_VALUES:
+            notes.append(f"dimension {d!r} skipped: {distinct:,} distinct values")
+            continue
+        kept.append(col.ref)
+    if len(set(kept)) != len(kept):
+        raise ToolInputError("dimensions repeat a column", code="invalid_arguments")
+    return kept, notes
+
+
+def _explain(ctx: ToolContext, q: Question) -> Explanation:
+    t0 = time.perf_counter()
+    dims, notes = _dimensions(ctx, q)
+    kind = q.metric.kind
+    quality = _quality(ctx, q, dims)
+    cube = build_cube(ctx, q, dims)
+    totals = _totals(ctx, q, cube)
+    change = _significance(ctx, q, cube, totals)
+    leaves = ratio_leaves(cube.leaf, cube.total) if kind == "ratio" else additive_leaves(cube.leaf)
+    eligible = _eligible(cube, q.min_support)
+    found = search(cube, leaves, eligible=eligible, alpha=ALPHA)
+    contrib = _contributions(cube, kind)
+    causes = [_segment(cube, contrib, p.seg, found, pick=p) for p in found.picks if p.seg != 0]
+    if kind == "ratio":
+        causes = _with_mix(cube, q, contrib, causes, eligible, totals)
+    delta = totals["comparison"] - totals["baseline"] if _finite(totals) else None
+    global_shift = _global_shift(cube, found, kind, delta, quality)
+    if not change.significant:
+        notes.append("the change is within the noise; no root causes are named")
+        causes = []
+    direction = math.copysign(1.0, delta) if delta else 1.0
+    causes.sort(key=lambda s: (-(s.contribution * direction > 0), -abs(s.contribution)))
+    drivers, offsetting = _drivers(cube, contrib, found, eligible, direction)
+    for c in causes:
+        c.share = c.contribution / delta if delta else None
+        c.evidence = _evidence(q, c.segment)
+    explained = sum(c.contribution for c in causes) / delta if delta and causes else None
+    if kind == "distinct":
+        notes.append(
+            "distinct counts do not add up across segments: segment figures count each segment's own "
+            "distinct values, so contributions can overlap"
+        )
+    notes += cube.notes
+    return Explanation(
+        metric=MetricInfo(
+            expression=q.metric.expression,
+            table=q.metric.table,
+            grain=q.metric.grain,
+            kind=kind,
+            name=q.metric.name,
+            filters=[f.model_dump() for f in q.metric.filters],
+        ),
+        baseline=PeriodValue(
+            label=q.periods.label("baseline"),
+            value=totals["baseline"],
+            volume=cube.total["rowsb"],
+            days=_days(q.periods.baseline),
+        ),
+        comparison=PeriodValue(
+            label=q.periods.label("comparison"),
+            value=totals["comparison"],
+            volume=cube.total["rowsc"],
+            days=_days(q.periods.comparison),
+        ),
+        change=change,
+        root_causes=causes,
+        drivers=drivers,
+        offsetting=offsetting,
+        global_shift=global_shift if change.significant else None,
+        explained_share=explained,
+        data_quality=quality,
+        dimensions=dims,
+        notes=notes,
+        stats={
+            "segments": int(len(cube.seg_mask)),
+            "segments_tested": found.n_tested,
+            "leaves": int(len(cube.leaf_codes)),
+            "max_depth": q.max_depth,
+            "z_threshold": round(found.z_crit, 3),
+            "dispersion": found.leaves.phi,
+            "global_factor": 1.0 + found.leaves.g,
+            "query_ms": round(cube.elapsed_ms, 1),
+            "elapsed_ms": round((time.perf_counter() - t0) * 1000, 1),
+            "sql": cube.sql,
+            "params": {k: _jsonable(v) for k, v in cube.params.items()},
+        },
+    )
+
+
+def _jsonable(v: Any) -> Any:
+    return v.isoformat() if hasattr(v, "isoformat") else v
+
+
+def _days(p: DateRange | str) -> int | None:
+    return p.days if isinstance(p, DateRange) else None
+
+
+def _finite(t: dict[str, float | None]) -> bool:
+    return all(v is not None and math.isfinite(v) for v in (t["baseline"], t["comparison"]))
+
+
+def _quality(ctx: ToolContext, q: Question, dims: list[str]) -> list[DataQualityIssue]:
+    try:
+        from tasks.engine.quality import check_quality
+    except ImportError:  # pragma: no cover - the module ships with the engine
+        return []
+    return check_quality(ctx, q, dims)
+
+
+def _totals(ctx: ToolContext, q: Question, cube: Cube) -> dict[str, float | None]:
+    """The metric's value in each period (exact, including distinct counts)."""
+    t = cube.total
+    kind = q.metric.kind
+    if kind == "ratio":
+        return {
+            "baseline": t["nb"] / t["db"] if t["db"] else None,
+            "comparison": t["nc"] / t["dc"] if t["dc"] else None,
+        }
+    if kind == "distinct":
+        exact = cube_mod.exact_distinct_totals(ctx, q)
+        return exact
+    return {"baseline": t["nb"], "comparison": t["nc"]}
+
+
+def _significance(
+    ctx: ToolContext, q: Question, cube: Cube, totals: dict[str, float | None]
+) -> Change:
+    """Is the overall move outside the noise? Per-day variation when there are days."""
+    b, c = totals["baseline"], totals["comparison"]
+    absolute = c - b if b is not None and c is not None else None
+    relative = absolute / abs(b) if absolute is not None and b else None
+    if q.periods.by_dates:
+        series, _, _ = daily_series(ctx, q)
+        xb, xc = _daily_values(q, series["baseline"]), _daily_values(q, series["comparison"])
+        if len(xb) >= 3 and len(xc) >= 3:
+            if len(xb) == len(xc):
+                res = stats.ttest_rel(xc, xb)
+                method = f"paired t-test on {len(xb)} day pairs (same position in each period)"
+            else:
+                res = stats.ttest_ind(xc, xb, equal_var=False)
+                method = f"Welch t-test on daily values ({len(xb)} vs {len(xc)} days)"
+            p = float(res.pvalue) if np.isfinite(res.pvalue) else (1.0 if absolute == 0 else 0.0)
+            return Change(
+                absolute=absolute,
+                relative=relative,
+                significant=p < ALPHA,
+                p_value=p,
+                method=method,
+            )
+    leaves = (
+        ratio_leaves(cube.leaf, cube.total)
+        if q.metric.kind == "ratio"
+        else additive_leaves(cube.leaf)
+    )
+    resid = float(leaves.v.sum() - leaves.f.sum())
+    var = leaves.phi * float(leaves.P.sum())
+    z = resid / math.sqrt(var) if var > 0 else (0.0 if resid == 0 else math.inf)
+    p = float(2 * stats.norm.sf(abs(z)))
+    return Change(
+        absolute=absolute,
+        relative=relative,
+        significant=p < ALPHA,
+        p_value=p,
+        method=(
+            "quasi-Poisson z-test over segments: row-level variance scaled by a dispersion "
+            f"estimated from {len(leaves.v):,} segments"
+        ),
+    )
+
+
+def _daily_values(q: Question, s: dict[str, Any]) -> np.ndarray:
+    n, d = s["n"], s["d"]
+    if q.metric.kind == "ratio":
+        ok = d > 0
+        return n[ok] / d[ok]
+    return n
+
+
+def _eligible(cube: Cube, min_support: float) -> np.ndarray:
+    tb = max(cube.total["db"], 1e-300)
+    tc = max(cube.total["dc"], 1e-300)
+    share = np.maximum(cube.seg["db"] / tb, cube.seg["dc"] / tc)
+    return share >= min_support
+
+
+def _contributions(cube: Cube, kind: str) -> dict[str, np.ndarray]:
+    """Each segment's contribution to the total change (Shapley rate/mix for ratios)."""
+    s = cube.seg
+    t = cube.total
+    if kind != "ratio":
+        delta = s["nc"] - s["nb"]
+        rest_b = t["nb"] - s["nb"]
+        rest_c = t["nc"] - s["nc"]
+        rest_rate = np.where(rest_b > 0, rest_c / np.where(rest_b > 0, rest_b, 1.0) - 1.0, 0.0)
+        return {
+            "contribution": delta,
+            "unexpected": delta - s["nb"] * rest_rate,
+            "baseline": s["nb"],
+            "comparison": s["nc"],
+            "rate": delta,
+            "mix": np.zeros_like(delta),
+        }
+    Rb = t["nb"] / t["db"] if t["db"] else 0.0
+    Rc = t["nc"] / t["dc"] if t["dc"] else 0.0
+    sb = s["db"] / t["db"] if t["db"] else np.zeros_like(s["db"])
+    sc = s["dc"] / t["dc"] if t["dc"] else np.zeros_like(s["dc"])
+    rb = np.where(s["db"] > 0, s["nb"] / np.where(s["db"] > 0, s["db"], 1.0), np.nan)
+    rc = np.where(s["dc"] > 0, s["nc"] / np.where(s["dc"] > 0, s["dc"], 1.0), np.nan)
+    # a segment absent in one period has no own ratio there: its rate part is zero
+    rb_f = np.where(np.isnan(rb), rc, rb)
+    rc_f = np.where(np.isnan(rc), rb, rc)
+    rb_f, rc_f = np.nan_to_num(rb_f), np.nan_to_num(rc_f)
+    rate = (rc_f - rb_f) * (sb + sc) / 2
+    mix = (sc - sb) * ((rb_f + rc_f) / 2 - (Rb + Rc) / 2)
+    # rest-of-population ratio change, to say how much a segment's own ratio moved beyond it
+    rest_nb, rest_db = t["nb"] - s["nb"], t["db"] - s["db"]
+    rest_nc, rest_dc = t["nc"] - s["nc"], t["dc"] - s["dc"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rest_change = np.where(
+            (rest_db > 0) & (rest_dc > 0), rest_nc / rest_dc - rest_nb / rest_db, 0.0
+        )
+    unexpected = (rc_f - rb_f - rest_change) * (sb + sc) / 2 + mix
+    return {
+        "contribution": rate + mix,
+        "unexpected": unexpected,
+        "baseline": rb,
+        "comparison": rc,
+        "rate": rate,
+        "mix": mix,
+    }
+
+
+def _effect(cube: Cube, i: int, contrib: dict[str, np.ndarray], kind: str) -> str:
+    s = cube.seg
+    if s["rowsb"][i] == 0 and s["rowsc"][i] > 0:
+        return "new"
+    if s["rowsc"][i] == 0 and s["rowsb"][i] > 0:
+        return "gone"
+    if kind == "ratio" and abs(contrib["mix"][i]) > abs(contrib["rate"][i]):
+        return "mix"
+    return "rate"
+
+
+def _segment(
+    cube: Cube, contrib: dict[str, np.ndarray], i: int, found: Search, pick: Any = None
+) -> Segment:
+    kind = "ratio" if np.any(contrib["mix"]) else "additive"
+    p = pick.p_value if pick is not None else float(found.p[i])
+    return Segment(
+        segment=cube.segment_dict(i),
+        baseline=_num(contrib["baseline"][i]),
+        comparison=_num(contrib["comparison"][i]),
+        contribution=float(contrib["contribution"][i]),
+        unexpected=_num(contrib["unexpected"][i]),
+        rate=_num(contrib["rate"][i]) if kind == "ratio" else None,
+        mix=_num(contrib["mix"][i]) if kind == "ratio" else None,
+        effect=_effect(cube, i, contrib, kind),  # type: ignore[arg-type]
+        p_value=p,
+        significant=p < ALPHA,
+        baseline_volume=float(cube.seg["rowsb"][i]),
+        comparison_volume=float(cube.seg["rowsc"][i]),
+    )
+
+
+def _num(x: float) -> float | None:
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def _with_mix(
+    cube: Cube,
+    q: Question,
+    contrib: dict[str, np.ndarray],
+    causes: list[Segment],
+    eligible: np.ndarray,
+    totals: dict[str, float | None],
+) -> list[Segment]:
+    """Ratio metrics: add segments whose share of the denominator moved enough to matter."""
+    if not _finite(totals):
+        return causes
+    delta = totals["comparison"] - totals["baseline"]  # type: ignore[operator]
+    den = {
+        "nb": cube.leaf["db"],
+        "nc": cube.leaf["dc"],
+        "qnb": cube.leaf["qdb"],
+        "qnc": cube.leaf["qdc"],
+    }
+    leaves = additive_leaves(den)
+    found = search(cube, leaves, eligible=eligible, alpha=ALPHA)
+    have = {tuple(sorted(c.segment.items(), key=str)) for c in causes}
+    for pick in found.picks:
+        i = pick.seg
+        mix = contrib["mix"][i]
+        if delta == 0 or abs(mix) < 0.1 * abs(delta) or abs(mix) < abs(contrib["rate"][i]):
+            continue
+        seg = _segment(cube, contrib, i, found, pick)
+        key = tuple(sorted(seg.segment.items(), key=str))
+        if key not in have:
+            causes.append(seg)
+            have.add(key)
+    return causes
+
+
+def _global_shift(
+    cube: Cube,
+    found: Search,
+    kind: str,
+    delta: float | None,
+    quality: list[DataQualityIssue],
+) -> Segment | None:
+    """The even move of everything, when the search chose it (segment 0 is the population)."""
+    pick = next((p for p in found.picks if p.seg == 0), None)
+    if pick is None:
+        return None
+    part = pick.observed - pick.expected
+    if kind == "ratio":
+        part /= max(cube.total["dc"], 1e-300)
+    missing = [d for d in quality if d.kind in ("missing_days", "partial_period")]
+    return Segment(
+        segment={},
+        contribution=part,
+        share=part / delta if delta else None,
+        unexpected=0.0,
+        effect="data_quality" if missing else "rate",
+        p_value=pick.p_value,
+        significant=True,
+    )
+
+
+def _drivers(
+    cube: Cube,
+    contrib: dict[str, np.ndarray],
+    found: Search,
+    eligible: np.ndarray,
+    direction: float,
+) -> tuple[list[Segment], list[Segment]]:
+    """Significant segments ranked by contribution, with and against the change."""
+    sig = eligible & (found.p < ALPHA)
+    sig[0] = False  # the whole population is not a driver
+    idx = np.flatnonzero(sig)
+    c = contrib["contribution"][idx] * direction
+    depth = cube.seg_mask[idx].sum(axis=1)
+    order = np.lexsort((depth, -np.abs(c)))
+    with_, against = [], []
+    for j in order:
+        i = int(idx[j])
+        seg = _segment(cube, contrib, i, found)
+        (with_ if c[j] > 0 else against).append(seg)
+        if len(with_) >= MAX_DRIVERS and len(against) >= MAX_DRIVERS:
+            break
+    return with_[:MAX_DRIVERS], against[:MAX_DRIVERS]
+
+
+def _evidence(q: Question, segment: dict[str, Any]) -> Evidence:
+    """A compare_periods call that reproduces a segment's numbers."""
+    filters = [f.model_dump() for f in q.metric.filters]
+    filters += [
+        {"column": k, "op": "is_null"} if v is None else {"column": k, "op": "=", "value": v}
+        for k, v in segment.items()
+    ]
+    args: dict[str, Any] = {"table": q.metric.table, "metric": _measure(q)}
+    p = q.periods
+    if p.by_dates:
+        args["time_column"] = p.time_column
+        args["baseline"] = {
+            "start": p.baseline.start.isoformat(),
+            "end": p.baseline.end.isoformat(),
+        }  # type: ignore[union-attr]
+        args["comparison"] = {
+            "start": p.comparison.start.isoformat(),
+            "end": p.comparison.end.isoformat(),
+        }  # type: ignore[union-attr]
+    else:
+        args["period_column"] = p.period_column
+        args["baseline"] = {"label": p.baseline}
+        args["comparison"] = {"label": p.comparison}
+    if filters:
+        args["filters"] = filters
+    return Evidence(tool="metric_compare_periods", arguments=args)
+
+
+def _measure(q: Question) -> dict[str, Any]:
+    a = q.metric.numerator
+    m: dict[str, Any] = {"agg": a.fn}
+    if a.column:
+        m["column"] = a.column
+    return m

@@ -1,0 +1,248 @@
+"""Root-cause search: the smallest set of segments that explains a change beyond the noise.
+
+The model, per leaf ``i`` (one combination of all searched dimensions):
+
+* expected comparison value ``f_i``: the baseline scaled by a *global* factor ``1 + g`` (the move
+  that hit everything evenly, a weighted median so a few segments cannot drag it). For ratio
+  metrics the leaf keeps its comparison denominator and its own baseline ratio: ``f_i = d_ci *
+  r_bi * (1 + g)`` against the observed numerator ``v_i = n_ci`` (the *rate* view).
+* noise: quasi-Poisson. ``P_i`` is the compound-Poisson variance of ``v_i - f_i`` from row-level
+  sums of squares; a dispersion ``phi`` scales it and is estimated from the leaves themselves
+  (median of ``r_i^2 / P_i`` over the chi-square median), so pre-aggregated and event-level data
+  both get a fitting noise level.
+
+A segment ``S`` is a candidate when its residual ``V_S - F_S`` is significant after a Bonferroni
+correction over every segment searched. The greedy step takes the candidate whose *ripple* fit
+(every leaf of ``S`` moved by the segment's own factor ``V_S / F_S``) removes the most leaf-level
+error in noise units, folds that factor into the model, and repeats. A parent whose change sits in
+one child loses to the child (the fit spreads the change over siblings that did not move); a
+child that merely follows its parent loses to the parent (it explains only part); so each cause
+is reported once, at the most specific level that carries it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import stats
+
+from tasks.engine.cube import Cube
+
+CHI2_MEDIAN = 0.454936423119572
+MAX_CAUSES = 12
+
+
+@dataclass
+class Leaves:
+    """The leaf-level model inputs: expected ``f``, observed ``v``, variance units ``P``."""
+
+    f: np.ndarray
+    v: np.ndarray
+    P: np.ndarray
+    g: float
+    phi: float
+
+
+@dataclass
+class Pick:
+    """One selected segment and the numbers at the moment it was selected."""
+
+    seg: int
+    z: float
+    p_value: float
+    gain: float
+    factor: float
+    expected: float
+    observed: float
+
+
+@dataclass
+class Search:
+    picks: list[Pick]
+    z: np.ndarray
+    p: np.ndarray
+    residual: np.ndarray
+    leaves: Leaves
+    z_crit: float
+    n_tested: int
+    notes: list[str] = field(default_factory=list)
+
+
+def weighted_median(x: np.ndarray, w: np.ndarray) -> float:
+    """Median of ``x`` with weights ``w`` (ignores non-finite values and zero weights)."""
+    ok = np.isfinite(x) & (w > 0)
+    if not ok.any():
+        return 0.0
+    x, w = x[ok], w[ok]
+    order = np.argsort(x, kind="stable")
+    cw = np.cumsum(w[order])
+    return float(x[order][np.searchsorted(cw, 0.5 * cw[-1])])
+
+
+def _dispersion(r: np.ndarray, P: np.ndarray) -> float:
+    ok = P > 0
+    if ok.sum() < 3:
+        return 1.0
+    phi = float(np.median(r[ok] ** 2 / P[ok]) / CHI2_MEDIAN)
+    return max(phi, 1e-12)
+
+
+def additive_leaves(leaf: dict[str, np.ndarray]) -> Leaves:
+    """Expected vs observed for additive metrics (sums, counts, per-leaf distinct counts).
+
+    The expectation starts at "nothing changed"; an even move of everything is the search's
+    global candidate. The dispersion is measured around the overall factor, so an even move
+    does not pass for noise.
+    """
+    b, c = leaf["nb"], leaf["nc"]
+    overall = c.sum() / b.sum() if b.sum() > 0 else 1.0
+    P = _floor(leaf["qnc"] + overall**2 * leaf["qnb"])
+    return Leaves(f=b.copy(), v=c.copy(), P=P, g=overall - 1.0, phi=_dispersion(c - b * overall, P))
+
+
+def ratio_leaves(leaf: dict[str, np.ndarray], total: dict[str, float]) -> Leaves:
+    """Expected vs observed numerator at the comparison denominator (the rate view)."""
+    nb, db, nc, dc = leaf["nb"], leaf["db"], leaf["nc"], leaf["dc"]
+    overall = total["nb"] / total["db"] if total["db"] else 0.0
+    rb = np.where(db > 0, nb / np.where(db > 0, db, 1.0), overall)
+    rc = np.where(dc > 0, nc / np.where(dc > 0, dc, 1.0), 0.0)
+    f = dc * rb
+    overall = nc.sum() / f.sum() if f.sum() > 0 else 1.0
+    g = overall - 1.0
+    qc = np.maximum(leaf["qnc"] - 2 * rc * leaf["qndc"] + rc**2 * leaf["qdc"], 0.0)
+    qb = np.maximum(leaf["qnb"] - 2 * rb * leaf["qndb"] + rb**2 * leaf["qdb"], 0.0)
+    scale = np.where(db > 0, dc / np.where(db > 0, db, 1.0), 0.0)
+    P = _floor(qc + scale**2 * qb + (leaf["qnc"] == 0) * 0.0)
+    return Leaves(f=f, v=nc.copy(), P=P, g=g, phi=_dispersion(nc - f * overall, P))
+
+
+def _floor(P: np.ndarray) -> np.ndarray:
+    pos = P[P > 0]
+    floor = float(np.median(pos)) * 0.01 if pos.size else 1.0
+    return np.maximum(P, floor)
+
+
+class Groups:
+    """For each segment: which leaves it holds (as a group id within its cuboid)."""
+
+    def __init__(self, cube: Cube) -> None:
+        masks, inverse = np.unique(cube.seg_mask, axis=0, return_inverse=True)
+        self.cuboids: list[tuple[np.ndarray, np.ndarray, int]] = []  # (segment ids, leaf gid, n)
+        self.seg_gid = np.zeros(len(cube.seg_mask), dtype=np.int64)
+        self.seg_cuboid = inverse.reshape(-1)
+        for m_idx, mask in enumerate(masks):
+            cols = np.flatnonzero(mask)
+            seg_ids = np.flatnonzero(self.seg_cuboid == m_idx)
+            if cols.size == 0:  # the whole population
+                self.seg_gid[seg_ids] = 0
+                self.cuboids.append((seg_ids, np.zeros(len(cube.leaf_codes), dtype=np.int64), 1))
+                continue
+            leaf_keys = cube.leaf_codes[:, cols]
+            seg_keys = cube.seg_codes[seg_ids][:, cols]
+            uniq, leaf_gid = np.unique(leaf_keys, axis=0, return_inverse=True)
+            leaf_gid = leaf_gid.reshape(-1)
+            # locate each segment's key among the leaf groups
+            pos = _row_lookup(uniq, seg_keys)
+            self.seg_gid[seg_ids] = pos
+            self.cuboids.append((seg_ids, leaf_gid, len(uniq)))
+
+    def sums(self, x: np.ndarray, n_segments: int) -> np.ndarray:
+        """Per-segment sum of a leaf array."""
+        out = np.zeros(n_segments)
+        for seg_ids, leaf_gid, n in self.cuboids:
+            out[seg_ids] = np.bincount(leaf_gid, weights=x, minlength=n)[self.seg_gid[seg_ids]]
+        return out
+
+
+def _row_lookup(table: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Index of each row of ``keys`` in the (unique, sorted) rows of ``table``; -1 if absent."""
+    index = {tuple(row): i for i, row in enumerate(table.tolist())}
+    return np.array([index.get(tuple(row), -1) for row in keys.tolist()], dtype=np.int64)
+
+
+def search(
+    cube: Cube,
+    leaves: Leaves,
+    *,
+    eligible: np.ndarray,
+    alpha: float = 0.05,
+    max_causes: int = MAX_CAUSES,
+) -> Search:
+    """Greedy ripple-fit selection over significant segments."""
+    groups = Groups(cube)
+    n_seg = len(cube.seg_mask)
+    n_tested = max(int(eligible.sum()), 1)
+    z_crit = float(stats.norm.isf(alpha / (2 * n_tested)))
+    f = leaves.f.copy()
+    v = leaves.v
+    s = np.sqrt(leaves.phi * leaves.P)
+    PS = groups.sums(leaves.P, n_seg) * leaves.phi
+    picks: list[Pick] = []
+    taken = np.zeros(n_seg, dtype=bool)
+    z0 = p0 = resid0 = None
+    for _ in range(max_causes):
+        FS = groups.sums(f, n_seg)
+        VS = groups.sums(v, n_seg)
+        R = VS - FS
+        z = R / np.sqrt(np.maximum(PS, 1e-300))
+        if z0 is None:
+            z0, resid0 = z.copy(), R.copy()
+            p0 = 2 * stats.norm.sf(np.abs(z0))
+        cand = eligible & ~taken & (np.abs(z) >= z_crit)
+        if not cand.any():
+            break
+        gain = _ripple_gain(groups, f, v, s, FS, VS, n_seg)
+        gain = np.where(cand, gain, -np.inf)
+        best = int(np.argmax(gain))
+        if not np.isfinite(gain[best]) or gain[best] <= 0:
+            break
+        factor = VS[best] / FS[best] if FS[best] > 0 else np.inf
+        members = _members(groups, best)
+        f[members] = v[members] if not np.isfinite(factor) else f[members] * factor
+        taken[best] = True
+        picks.append(
+            Pick(
+                seg=best,
+                z=float(z[best]),
+                p_value=float(2 * stats.norm.sf(abs(z[best]))),
+                gain=float(gain[best]),
+                factor=float(factor),
+                expected=float(FS[best]),
+                observed=float(VS[best]),
+            )
+        )
+    assert z0 is not None and p0 is not None and resid0 is not None
+    return Search(picks, z0, p0, resid0, leaves, z_crit, n_tested)
+
+
+def _members(groups: Groups, seg: int) -> np.ndarray:
+    seg_ids, leaf_gid, _ = groups.cuboids[groups.seg_cuboid[seg]]
+    return np.flatnonzero(leaf_gid == groups.seg_gid[seg])
+
+
+def _ripple_gain(
+    groups: Groups,
+    f: np.ndarray,
+    v: np.ndarray,
+    s: np.ndarray,
+    FS: np.ndarray,
+    VS: np.ndarray,
+    n_seg: int,
+) -> np.ndarray:
+    """Leaf error removed (in noise units) if every leaf of a segment moved by its factor."""
+    base = np.abs(v - f) / s
+    out = np.zeros(n_seg)
+    for seg_ids, leaf_gid, n in groups.cuboids:
+        gid = groups.seg_gid[seg_ids]
+        fs = np.zeros(n)
+        vs = np.zeros(n)
+        fs[gid], vs[gid] = FS[seg_ids], VS[seg_ids]
+        factor = np.where(fs > 0, vs / np.where(fs > 0, fs, 1.0), np.nan)
+        leaf_factor = factor[leaf_gid]
+        after = np.where(
+            np.isfinite(leaf_factor), np.abs(v - f * np.nan_to_num(leaf_factor)) / s, 0.0
+        )
+        gain = np.bincount(leaf_gid, weights=base - after, minlength=n)
+        out[seg_ids] = gain[gid]
+    return out
