@@ -41,7 +41,7 @@ class Leaves:
     v: np.ndarray
     P: np.ndarray
     g: float
-    phi: float
+    phi: np.ndarray
 
 
 @dataclass
@@ -80,12 +80,27 @@ def weighted_median(x: np.ndarray, w: np.ndarray) -> float:
     return float(x[order][np.searchsorted(cw, 0.5 * cw[-1])])
 
 
-def _dispersion(r: np.ndarray, P: np.ndarray) -> float:
+def _dispersion(r: np.ndarray, P: np.ndarray, size: np.ndarray | None = None) -> np.ndarray:
+    """Per-leaf dispersion: the median of ``r^2 / P`` within bins of leaf size.
+
+    Small and large leaves rarely share one noise law (counts are Poisson-like, big sums move by
+    a percentage), so the dispersion is measured per size decile and applied to each leaf.
+    """
     ok = P > 0
+    out = np.ones_like(P)
     if ok.sum() < 3:
-        return 1.0
-    phi = float(np.median(r[ok] ** 2 / P[ok]) / CHI2_MEDIAN)
-    return max(phi, 1e-12)
+        return out
+    ratio = np.where(ok, r**2 / np.where(ok, P, 1.0), np.nan)
+    size = np.abs(size) if size is not None else P
+    n_bins = int(min(10, max(1, ok.sum() // 30)))
+    edges = np.quantile(size[ok], np.linspace(0, 1, n_bins + 1)[1:-1]) if n_bins > 1 else []
+    bins = np.searchsorted(edges, size, side="right")
+    overall = max(float(np.nanmedian(ratio[ok])) / CHI2_MEDIAN, 1e-12)
+    for k in range(n_bins):
+        sel = ok & (bins == k)
+        phi = float(np.nanmedian(ratio[sel])) / CHI2_MEDIAN if sel.sum() >= 5 else overall
+        out[bins == k] = max(phi, 1e-12)
+    return out
 
 
 def additive_leaves(leaf: dict[str, np.ndarray]) -> Leaves:
@@ -98,7 +113,8 @@ def additive_leaves(leaf: dict[str, np.ndarray]) -> Leaves:
     b, c = leaf["nb"], leaf["nc"]
     overall = c.sum() / b.sum() if b.sum() > 0 else 1.0
     P = _floor(leaf["qnc"] + overall**2 * leaf["qnb"])
-    return Leaves(f=b.copy(), v=c.copy(), P=P, g=overall - 1.0, phi=_dispersion(c - b * overall, P))
+    phi = _dispersion(c - b * overall, P, b + c)
+    return Leaves(f=b.copy(), v=c.copy(), P=P, g=overall - 1.0, phi=phi)
 
 
 def ratio_leaves(leaf: dict[str, np.ndarray], total: dict[str, float]) -> Leaves:
@@ -113,8 +129,12 @@ def ratio_leaves(leaf: dict[str, np.ndarray], total: dict[str, float]) -> Leaves
     qc = np.maximum(leaf["qnc"] - 2 * rc * leaf["qndc"] + rc**2 * leaf["qdc"], 0.0)
     qb = np.maximum(leaf["qnb"] - 2 * rb * leaf["qndb"] + rb**2 * leaf["qdb"], 0.0)
     scale = np.where(db > 0, dc / np.where(db > 0, db, 1.0), 0.0)
-    P = _floor(qc + scale**2 * qb + (leaf["qnc"] == 0) * 0.0)
-    return Leaves(f=f, v=nc.copy(), P=P, g=g, phi=_dispersion(nc - f * overall, P))
+    P = qc + scale**2 * qb
+    # one row per leaf and period (pre-aggregated data): no row-level spread to measure, so
+    # count-like (Poisson) noise on the numerator stands in; the dispersion rescales it
+    poisson = np.abs(nc) + scale**2 * np.abs(nb)
+    P = _floor(np.where(P > 0, P, poisson))
+    return Leaves(f=f, v=nc.copy(), P=P, g=g, phi=_dispersion(nc - f * overall, P, f + nc))
 
 
 def _floor(P: np.ndarray) -> np.ndarray:
@@ -168,8 +188,16 @@ def search(
     eligible: np.ndarray,
     alpha: float = 0.05,
     max_causes: int = MAX_CAUSES,
+    gain_units: str = "noise",
+    min_effect: float = 0.0,
 ) -> Search:
-    """Greedy ripple-fit selection over significant segments."""
+    """Greedy ripple-fit selection over significant segments.
+
+    ``gain_units`` "noise" weighs each leaf's error by its noise (surprise first: sharp local
+    breaks are found even when small); "absolute" weighs by magnitude (explanatory power
+    first). ``min_effect`` is the smallest share of the total unexplained change a cause must
+    carry when picked.
+    """
     groups = Groups(cube)
     n_seg = len(cube.seg_mask)
     n_tested = max(int(eligible.sum()), 1)
@@ -177,10 +205,11 @@ def search(
     f = leaves.f.copy()
     v = leaves.v
     s = np.sqrt(leaves.phi * leaves.P)
-    PS = groups.sums(leaves.P, n_seg) * leaves.phi
+    PS = groups.sums(leaves.P * leaves.phi, n_seg)
     picks: list[Pick] = []
     taken = np.zeros(n_seg, dtype=bool)
     z0 = p0 = resid0 = None
+    R_total: float | None = None
     for _ in range(max_causes):
         FS = groups.sums(f, n_seg)
         VS = groups.sums(v, n_seg)
@@ -189,10 +218,14 @@ def search(
         if z0 is None:
             z0, resid0 = z.copy(), R.copy()
             p0 = 2 * stats.norm.sf(np.abs(z0))
-        cand = eligible & ~taken & (np.abs(z) >= z_crit)
+        if z0 is not None and R_total is None:
+            R_total = abs(float(R[0]))
+        cand = eligible & ~taken & (np.abs(z) >= z_crit) & (np.abs(R) >= min_effect * R_total)
         if not cand.any():
             break
-        gain = _ripple_gain(groups, f, v, s, FS, VS, n_seg)
+        gain = _ripple_gain(
+            groups, f, v, s if gain_units == "noise" else np.ones_like(s), FS, VS, n_seg
+        )
         gain = np.where(cand, gain, -np.inf)
         best = int(np.argmax(gain))
         if not np.isfinite(gain[best]) or gain[best] <= 0:
@@ -201,6 +234,8 @@ def search(
         members = _members(groups, best)
         f[members] = v[members] if not np.isfinite(factor) else f[members] * factor
         taken[best] = True
+        # a pick's sub-segments are explained at its factor; they are not separate causes
+        taken |= _descendants(cube, best)
         picks.append(
             Pick(
                 seg=best,
@@ -214,6 +249,16 @@ def search(
         )
     assert z0 is not None and p0 is not None and resid0 is not None
     return Search(picks, z0, p0, resid0, leaves, z_crit, n_tested)
+
+
+def _descendants(cube: Cube, seg: int) -> np.ndarray:
+    """Segments that constrain every column ``seg`` does, to the same values (``seg`` included)."""
+    mask = cube.seg_mask[seg]
+    cols = np.flatnonzero(mask)
+    if cols.size == 0:
+        return np.zeros(len(cube.seg_mask), dtype=bool)
+    same = (cube.seg_codes[:, cols] == cube.seg_codes[seg, cols]).all(axis=1)
+    return same & cube.seg_mask[:, cols].all(axis=1)
 
 
 def _members(groups: Groups, seg: int) -> np.ndarray:
