@@ -154,6 +154,173 @@ def tools(
         fail(exc.message)
 
 
+def _investigate(
+    data: list[Path],
+    *,
+    metric: str,
+    baseline: str,
+    comparison: str,
+    out: Path,
+    db: Path | None = None,
+    table: str | None = None,
+    time_column: str | None = None,
+    period_column: str | None = None,
+    grain: str | None = None,
+    dimensions: str | None = None,
+    filters: list[str] | None = None,
+    max_depth: int = 3,
+    min_support: float | None = None,
+    metrics_file: Path | None = None,
+) -> None:
+    from sql_tools._context import ToolContext
+    from sql_tools._errors import SqlToolError
+    from tasks.engine import explain_change
+    from tasks.engine.parse import build_question
+    from tasks.engine.report import render
+    from tasks.load import LoadOptions, load_files
+
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        if len(data) == 1 and data[0].suffix == ".duckdb" and db is None:
+            db = data[0]
+        else:
+            db = db or out / "data.duckdb"
+            report = load_files(data, db, LoadOptions())
+            for t in report.tables:
+                typer.echo(f"{t.status:9} {printable(t.table)}: {t.rows:,} rows", err=True)
+        with ToolContext(db) as ctx:
+            question = build_question(
+                ctx.schema,
+                metric=metric,
+                table=table,
+                time_column=time_column,
+                period_column=period_column,
+                baseline=baseline,
+                comparison=comparison,
+                grain=grain,
+                dimensions=dimensions,
+                filters=filters or [],
+                max_depth=max_depth,
+                min_support=min_support,
+                metrics_file=metrics_file,
+            )
+            result = explain_change(ctx, question)
+    except SqlToolError as exc:
+        fail(exc.message, 2 if exc.code != "internal" else 1)
+    except OSError as exc:
+        fail(f"{exc.filename or ''}: {exc.strerror or exc}")
+    tmp = out / "result.json.tmp"
+    tmp.write_text(result.model_dump_json(indent=2), encoding="utf-8")
+    tmp.replace(out / "result.json")
+    (out / "report.md").write_text(render(result, db=str(db)), encoding="utf-8")
+    c = result.change
+    verdict = "significant" if c.significant else "not significant"
+    rel = f"{c.relative * 100:+.1f}%" if c.relative is not None else "n/a"
+    typer.echo(f"{printable(question.metric.expression)}: {rel} ({verdict}, p={c.p_value:.2g})")
+    for rc in result.root_causes:
+        seg = ", ".join(f"{k}={v}" for k, v in rc.segment.items())
+        share = f"{rc.share * 100:.0f}%" if rc.share is not None else "n/a"
+        typer.echo(f"  root cause: {printable(seg)}  ({rc.effect}, {share} of the change)")
+    if result.global_shift is not None:
+        typer.echo(f"  everything moved evenly ({result.global_shift.effect})")
+    for d in result.data_quality:
+        typer.echo(f"  data quality: {printable(d.message)}")
+    typer.echo(f"wrote {printable(out / 'report.md')} and {printable(out / 'result.json')}")
+
+
+@app.command()
+def investigate(
+    data: Annotated[
+        list[Path], typer.Argument(help="CSV/CSV.gz/Parquet files or folders, or one .duckdb file.")
+    ],
+    metric: Annotated[
+        str,
+        typer.Option(
+            help="sum(x), count(*), count(distinct x), avg(x), a ratio of two, or a metrics.yaml name."
+        ),
+    ],
+    baseline: Annotated[
+        str, typer.Option(help="YYYY-MM-DD:YYYY-MM-DD (inclusive), or a period label.")
+    ],
+    comparison: Annotated[str, typer.Option(help="Same form as --baseline.")],
+    table: Annotated[
+        str | None, typer.Option(help="Table holding the metric (default: inferred).")
+    ] = None,
+    time_column: Annotated[
+        str | None, typer.Option(help="Date column for date ranges (default: detected).")
+    ] = None,
+    period_column: Annotated[
+        str | None, typer.Option(help="Column whose labels name the periods.")
+    ] = None,
+    grain: Annotated[
+        str | None, typer.Option(help="'day': per-day value averaged over the period.")
+    ] = None,
+    dimensions: Annotated[
+        str | None, typer.Option(help="Columns to search, a,b,users.c (default: all dimensions).")
+    ] = None,
+    filter_: Annotated[
+        list[str] | None,
+        typer.Option("--filter", help="Row filter such as country=US (repeatable)."),
+    ] = None,
+    out: Annotated[Path, typer.Option(help="Folder for report.md and result.json.")] = Path(
+        "drilldown-out"
+    ),
+    db: Annotated[
+        Path | None, typer.Option(help="DuckDB file to load into (default: OUT/data.duckdb).")
+    ] = None,
+    max_depth: Annotated[int, typer.Option(help="Most columns combined in one segment.")] = 3,
+    min_support: Annotated[
+        float | None, typer.Option(help="Smallest volume share of a segment.")
+    ] = None,
+    metrics_file: Annotated[
+        Path | None, typer.Option(help="metrics.yaml with named metrics.")
+    ] = None,
+    offline: Annotated[
+        bool, typer.Option(help="Use the deterministic engine only (no network).")
+    ] = False,
+) -> None:
+    """Explain why a metric moved between two periods: report.md and result.json in --out."""
+    _investigate(
+        data,
+        metric=metric,
+        baseline=baseline,
+        comparison=comparison,
+        out=out,
+        db=db,
+        table=table,
+        time_column=time_column,
+        period_column=period_column,
+        grain=grain,
+        dimensions=dimensions,
+        filters=filter_,
+        max_depth=max_depth,
+        min_support=min_support,
+        metrics_file=metrics_file,
+    )
+
+
+@app.command()
+def demo(
+    out: Annotated[Path, typer.Option(help="Folder for report.md and result.json.")] = Path(
+        "drilldown-demo"
+    ),
+) -> None:
+    """Investigate the bundled demo data offline: why did revenue fall in the last week?"""
+    root = Path(__file__).resolve().parent.parent / "data" / "demo"
+    if not root.is_dir():
+        fail(f"demo data not found at {root}")
+    _investigate(
+        [root / "events.csv", root / "users.csv"],
+        metric="sum(revenue)",
+        table="events",
+        time_column="date",
+        baseline="2024-03-18:2024-03-24",
+        comparison="2024-03-25:2024-03-31",
+        out=out,
+    )
+    typer.echo(f"\nThe report: {printable(out / 'report.md')}")
+
+
 def main() -> None:
     """Console-script entry point."""
     app()

@@ -86,14 +86,14 @@ def _explain(ctx: ToolContext, q: Question) -> Explanation:
     if kind == "ratio":
         causes = _with_mix(cube, q, contrib, causes, eligible, totals)
     delta = totals["comparison"] - totals["baseline"] if _finite(totals) else None
-    global_shift = _global_shift(cube, found, kind, delta, quality)
+    global_shift = _global_shift(cube, found, kind, delta, quality, change.significant)
     if not change.significant:
         notes.append("the change is within the noise; no root causes are named")
         causes = []
     direction = math.copysign(1.0, delta) if delta else 1.0
     causes.sort(key=lambda s: (-(s.contribution * direction > 0), -abs(s.contribution)))
     drivers, offsetting = _drivers(cube, contrib, found, eligible, direction)
-    for c in causes:
+    for c in [*causes, *drivers, *offsetting]:
         c.share = c.contribution / delta if delta else None
         c.evidence = _evidence(q, c.segment)
     explained = sum(c.contribution for c in causes) / delta if delta and causes else None
@@ -372,7 +372,7 @@ def _with_mix(
         "qnc": cube.leaf["qdc"],
     }
     leaves = additive_leaves(den)
-    found = search(cube, leaves, eligible=eligible, alpha=ALPHA)
+    found = search(cube, leaves, eligible=eligible, alpha=ALPHA, **RATIO_SEARCH)
     have = {tuple(sorted(c.segment.items(), key=str)) for c in causes}
     for pick in found.picks:
         i = pick.seg
@@ -393,22 +393,29 @@ def _global_shift(
     kind: str,
     delta: float | None,
     quality: list[DataQualityIssue],
+    significant: bool,
 ) -> Segment | None:
-    """The even move of everything, when the search chose it (segment 0 is the population)."""
-    pick = next((p for p in found.picks if p.seg == 0), None)
-    if pick is None:
+    """The even move of everything: what remains once the named segments are taken out.
+
+    Reported when the change is significant and at least half of it is left over after the
+    root causes, so no segment stood out for it: it hit everything alike.
+    """
+    if not significant or not delta:
         return None
-    part = pick.observed - pick.expected
+    pick = next((p for p in found.picks if p.seg == 0), None)
+    part = float(found.remainder) + (pick.observed - pick.expected if pick else 0.0)
     if kind == "ratio":
         part /= max(cube.total["dc"], 1e-300)
+    if pick is None and (part * delta <= 0 or abs(part) < 0.5 * abs(delta)):
+        return None
     missing = [d for d in quality if d.kind in ("missing_days", "partial_period")]
     return Segment(
         segment={},
         contribution=part,
-        share=part / delta if delta else None,
+        share=part / delta,
         unexpected=0.0,
         effect="data_quality" if missing else "rate",
-        p_value=pick.p_value,
+        p_value=None,
         significant=True,
     )
 

@@ -901,6 +901,28 @@ def _lookup_metric(text: str, metrics_file: Path | None) -> tuple[str | None, Me
 # --------------------------------------------------------------------------------------------
 
 
+def _table_by_period(schema: Schema, expression: str, period_ref: str | None) -> str | None:
+    """When a metric fits several tables, the one that has the period column (or a date column)."""
+    try:
+        parse_metric(expression, schema, None)
+        return None
+    except ToolInputError as exc:
+        fits = exc.details.get("valid_values") if exc.details.get("field") == "table" else None
+        if not fits:
+            return None
+    with_period = []
+    for t in fits:
+        try:
+            if period_ref is not None:
+                schema.column(t, period_ref)
+            else:
+                detect_time_column(schema, t)
+            with_period.append(t)
+        except ToolInputError:
+            continue
+    return with_period[0] if len(with_period) == 1 else None
+
+
 def _pick_table(schema: Schema, table: str | None, mdef: MetricDef | None) -> str | None:
     """Explicit table, else the definition's; both given must agree."""
     if mdef is None or mdef.table is None:
@@ -1029,6 +1051,8 @@ def build_question(
     name, mdef = _lookup_metric(metric, metrics_file)
     expression = mdef.expression if mdef else metric
     picked = _pick_table(schema, table, mdef)
+    if picked is None:
+        picked = _table_by_period(schema, expression, time_column or period_column)
     grain = grain if grain is not None else (mdef.grain if mdef else None)
     base = parse_metric(expression, schema, picked, grain=grain, name=name)
     all_filters = [*(mdef.filters if mdef else []), *filters]

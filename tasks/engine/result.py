@@ -25,7 +25,9 @@ class Segment(BaseModel):
     segment: dict[str, Any] = Field(description="column -> value; {} is the whole population.")
     baseline: float | None = None
     comparison: float | None = None
-    contribution: float = Field(description="Part of the metric's change this segment accounts for.")
+    contribution: float = Field(
+        description="Part of the metric's change this segment accounts for."
+    )
     share: float | None = Field(default=None, description="contribution / total change.")
     unexpected: float | None = Field(
         default=None, description="Part of the contribution beyond what the rest of the data did."

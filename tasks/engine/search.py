@@ -66,6 +66,7 @@ class Search:
     leaves: Leaves
     z_crit: float
     n_tested: int
+    remainder: float = 0.0
     notes: list[str] = field(default_factory=list)
 
 
@@ -86,12 +87,12 @@ def _dispersion(r: np.ndarray, P: np.ndarray, size: np.ndarray | None = None) ->
     Small and large leaves rarely share one noise law (counts are Poisson-like, big sums move by
     a percentage), so the dispersion is measured per size decile and applied to each leaf.
     """
-    ok = P > 0
+    size = np.abs(size) if size is not None else P
+    ok = (P > 0) & (size > 0)
     out = np.ones_like(P)
     if ok.sum() < 3:
         return out
     ratio = np.where(ok, r**2 / np.where(ok, P, 1.0), np.nan)
-    size = np.abs(size) if size is not None else P
     n_bins = int(min(10, max(1, ok.sum() // 30)))
     edges = np.quantile(size[ok], np.linspace(0, 1, n_bins + 1)[1:-1]) if n_bins > 1 else []
     bins = np.searchsorted(edges, size, side="right")
@@ -99,7 +100,8 @@ def _dispersion(r: np.ndarray, P: np.ndarray, size: np.ndarray | None = None) ->
     for k in range(n_bins):
         sel = ok & (bins == k)
         phi = float(np.nanmedian(ratio[sel])) / CHI2_MEDIAN if sel.sum() >= 5 else overall
-        out[bins == k] = max(phi, 1e-12)
+        # a bin of mostly unchanged leaves must not make the others look infinitely precise
+        out[bins == k] = max(phi, 0.1 * overall)
     return out
 
 
@@ -220,7 +222,8 @@ def search(
             p0 = 2 * stats.norm.sf(np.abs(z0))
         if z0 is not None and R_total is None:
             R_total = abs(float(R[0]))
-        cand = eligible & ~taken & (np.abs(z) >= z_crit) & (np.abs(R) >= min_effect * R_total)
+        threshold = np.full(n_seg, z_crit)
+        cand = eligible & ~taken & (np.abs(z) >= threshold) & (np.abs(R) >= min_effect * R_total)
         if not cand.any():
             break
         gain = _ripple_gain(
@@ -248,7 +251,8 @@ def search(
             )
         )
     assert z0 is not None and p0 is not None and resid0 is not None
-    return Search(picks, z0, p0, resid0, leaves, z_crit, n_tested)
+    remainder = float(v.sum() - f.sum())
+    return Search(picks, z0, p0, resid0, leaves, z_crit, n_tested, remainder)
 
 
 def _descendants(cube: Cube, seg: int) -> np.ndarray:

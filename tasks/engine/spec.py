@@ -106,7 +106,10 @@ class Periods(_Frozen):
         dates = isinstance(self.baseline, DateRange) and isinstance(self.comparison, DateRange)
         labels = isinstance(self.baseline, str) and isinstance(self.comparison, str)
         if dates and self.time_column and not self.period_column:
-            if self.baseline.start <= self.comparison.end and self.comparison.start <= self.baseline.end:
+            if (
+                self.baseline.start <= self.comparison.end
+                and self.comparison.start <= self.baseline.end
+            ):
                 raise ValueError("baseline and comparison periods overlap")
             return self
         if labels and self.period_column and not self.time_column:

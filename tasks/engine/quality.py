@@ -1,0 +1,843 @@
+"""Data-quality checks run before the segment search, reported apart from real movement.
+
+A metric can move because the business moved, or because the data did: a period the data does
+not fully cover, days that were never loaded, one segment missing for a few days, a column that
+suddenly went NULL, rows loaded twice. :func:`check_quality` looks for those five defects with a
+handful of single-pass queries (never one query per value) on the sandboxed connection, applying
+the metric's filters everywhere. Every issue carries the exact SQL and parameters it came from.
+
+Queries (date periods; label periods run only the last two):
+
+1. coverage: first/last value of the time column and its row count -> ``partial_period``;
+2. rows per day inside the periods -> ``missing_days``;
+3. rows per day and per dimension value, all dimensions at once through ``GROUPING SETS`` ->
+   ``segment_missing_days``;
+4. non-NULL counts per period for the dimensions and the metric's columns -> ``null_spike``;
+5. rows and distinct rows per period (``count(DISTINCT hash(all columns))``) ->
+   ``duplicate_rows``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from typing import Any, Literal
+
+from scipy.stats import norm
+from sqlglot import exp
+
+from sql_tools._context import Column, QueryOutput, ToolContext
+from sql_tools._errors import ToolInputError
+from sql_tools._sql import Params, Source, ident, to_sql, where_clause
+from sql_tools.catalog import jsonable
+from tasks.engine.result import DataQualityIssue, Evidence
+from tasks.engine.spec import DateRange, Question
+
+Which = Literal["baseline", "comparison"]
+Severity = Literal["info", "warning", "error"]
+WHICH: tuple[Which, Which] = ("baseline", "comparison")
+
+MAX_LISTED_DAYS = 10
+"""Days named in a message; the rest are counted ("and N more")."""
+SEGMENT_MIN_SHARE = 0.01
+"""A segment is checked for missing days when it holds at least this share of baseline rows..."""
+SEGMENT_MIN_PRESENCE = 0.8
+"""...and has rows on at least this share of the baseline days that have data."""
+MAX_SEGMENT_ISSUES = 20
+"""Most ``segment_missing_days`` issues reported (largest expected row loss first)."""
+NULL_MIN_POINTS = 0.05
+"""A null rate must move by at least 5 percentage points..."""
+NULL_MIN_RATIO = 2.0
+"""...and at least double (or halve)..."""
+NULL_MAX_P = 0.001
+"""...with a two-proportion z-test p-value below this."""
+DUPLICATE_MIN_RATE = 0.005
+"""Duplicates flagged when they are at least 0.5% of a period's rows..."""
+DUPLICATE_MIN_CHANGE = 0.005
+"""...or their rate differs between the periods by at least 0.5 points."""
+DUPLICATE_EXACT_MAX_ROWS = 1_000_000
+"""Up to this many rows in the periods duplicates are counted exactly; above, on a hash sample."""
+_SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
+
+
+def check_quality(
+    ctx: ToolContext, question: Question, dimensions: Sequence[str]
+) -> list[DataQualityIssue]:
+    """Run every data-quality check that applies to ``question``.
+
+    Args:
+        ctx: The sandboxed tool context on the loaded database.
+        question: Metric (table, filters, columns) and the two periods.
+        dimensions: Canonical column references to check (joined ones as ``table.column``).
+
+    Returns:
+        Issues sorted by severity (error, warning, info), in check order within a severity.
+        Date periods get all five checks; label periods only ``null_spike`` and
+        ``duplicate_rows``.
+    """
+    scope = _Scope.build(ctx, question, dimensions)
+    issues: list[DataQualityIssue] = []
+    if scope.time is not None:
+        coverage = _coverage(scope)
+        issues += coverage.issues
+        if coverage.first is not None:
+            days = _day_counts(scope)
+            issues += _missing_days(scope, coverage, days)
+            issues += _segment_missing_days(scope, days)
+    rows = _null_spikes(scope)
+    issues += rows.issues
+    issues += _duplicate_rows(scope, rows)
+    return sorted(issues, key=lambda i: _SEVERITY_ORDER[i.severity])
+
+
+# --- shared query building ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Scope:
+    """The question resolved against the schema: table, period column(s), dimensions."""
+
+    ctx: ToolContext
+    question: Question
+    table: str
+    time: Column | None
+    period: Column | None
+    dimensions: tuple[Column, ...]
+    metric_columns: tuple[Column, ...]
+
+    @classmethod
+    def build(cls, ctx: ToolContext, q: Question, dimensions: Sequence[str]) -> _Scope:
+        """Resolve every column reference (raises ``unknown_column`` / ``type_mismatch``)."""
+        src = Source(ctx, q.metric.table)
+        p = q.periods
+        time = src.resolve(p.time_column, "time_column") if p.time_column else None
+        period = src.resolve(p.period_column, "period_column") if p.period_column else None
+        if time is not None and time.kind not in ("date", "timestamp"):
+            raise ToolInputError(
+                f"type mismatch: time_column {time.ref!r} is {time.kind} ({time.type}), "
+                "not a DATE or TIMESTAMP column",
+                code="type_mismatch",
+            )
+        skip = {c.ref for c in (time, period) if c is not None}
+        dims = _unique(src.resolve(d, "dimensions") for d in dimensions)
+        aggs = (q.metric.numerator, q.metric.denominator)
+        metric_cols = _unique(
+            src.resolve(a.column, "metric column") for a in aggs if a is not None and a.column
+        )
+        return cls(
+            ctx=ctx,
+            question=q,
+            table=src.table,
+            time=time,
+            period=period,
+            dimensions=tuple(d for d in dims if d.ref not in skip),
+            metric_columns=metric_cols,
+        )
+
+    def range(self, which: Which) -> DateRange:
+        """The date range of one period (date periods only)."""
+        r = getattr(self.question.periods, which)
+        assert isinstance(r, DateRange)
+        return r
+
+    def arguments(self, check: str, **extra: Any) -> dict[str, Any]:
+        """Evidence arguments: which check, on what table, periods and filters."""
+        p = self.question.periods
+        args: dict[str, Any] = {"check": check, "table": self.table}
+        if self.time is not None:
+            args["time_column"] = self.time.ref
+        if self.period is not None:
+            args["period_column"] = self.period.ref
+        args["baseline"] = p.label("baseline")
+        args["comparison"] = p.label("comparison")
+        args["filters"] = [f.model_dump() for f in self.question.metric.filters]
+        return args | extra
+
+
+def _unique(cols: Any) -> tuple[Column, ...]:
+    seen: dict[str, Column] = {}
+    for c in cols:
+        seen.setdefault(c.ref, c)
+    return tuple(seen.values())
+
+
+class _Query:
+    """One query under construction: its own FROM/joins, bound parameters and filter condition."""
+
+    def __init__(self, scope: _Scope) -> None:
+        self.scope = scope
+        self.src = Source(scope.ctx, scope.table)
+        self.params = Params()
+        self.filters = where_clause(
+            scope.ctx, self.src, list(scope.question.metric.filters), self.params
+        )
+
+    def col(self, c: Column) -> exp.Expression:
+        """The column's expression (registers its join if it needs one)."""
+        return self.src.expr(c)
+
+    def day(self) -> exp.Expression:
+        """The time column as a DATE."""
+        assert self.scope.time is not None
+        c = self.col(self.scope.time)
+        return c if self.scope.time.kind == "date" else exp.cast(c, exp.DataType.build("DATE"))
+
+    def in_period(self, which: Which) -> exp.Expression:
+        """Condition: the row belongs to one period (date range or label)."""
+        s = self.scope
+        if s.time is not None:
+            r = s.range(which)
+            c = self.col(s.time)
+            if s.time.kind == "date":
+                return exp.Between(
+                    this=c, low=self.params.bind(r.start), high=self.params.bind(r.end)
+                )
+            lo = datetime.combine(r.start, datetime.min.time())
+            hi = datetime.combine(r.end + timedelta(days=1), datetime.min.time())
+            return exp.and_(
+                exp.GTE(this=c, expression=self.params.bind(lo)),
+                exp.LT(this=c.copy(), expression=self.params.bind(hi)),
+            )
+        assert s.period is not None
+        label = getattr(s.question.periods, which)
+        c = self.col(s.period)
+        if s.period.kind != "text":
+            c = exp.cast(c, exp.DataType.build("VARCHAR"))
+        return exp.EQ(this=c, expression=self.params.bind(label))
+
+    def day_in(self, column: exp.Expression, which: Which) -> exp.Expression:
+        """Condition on an already computed DATE column: it falls in one date period."""
+        r = self.scope.range(which)
+        return exp.Between(
+            this=column.copy(), low=self.params.bind(r.start), high=self.params.bind(r.end)
+        )
+
+    def where(self, *conds: exp.Expression | None) -> exp.Expression | None:
+        """AND of the metric's filters and ``conds``."""
+        parts = [c for c in (self.filters, *conds) if c is not None]
+        return exp.and_(*parts) if parts else None
+
+    def in_either(self) -> exp.Expression:
+        """Condition: the row belongs to the baseline or the comparison."""
+        return exp.or_(self.in_period("baseline"), self.in_period("comparison"))
+
+    def base(self, select: exp.Select) -> exp.Select:
+        """Attach FROM and joins to ``select``."""
+        return self.src.apply(select)
+
+    def run(self, tree: exp.Expression, max_rows: int) -> QueryOutput:
+        """Render ``tree`` and run it on the sandboxed connection."""
+        return self.scope.ctx.run(to_sql(tree), self.params.values, max_rows=max_rows)
+
+
+def _c(name: str, table: str | None = None) -> exp.Column:
+    return exp.Column(this=ident(name), table=ident(table) if table else None)
+
+
+def _count_if(cond: exp.Expression, what: exp.Expression | None = None) -> exp.Expression:
+    """``count(what) FILTER (WHERE cond)``; ``count(*)`` when ``what`` is None."""
+    agg = exp.Count(this=what if what is not None else exp.Star())
+    return exp.Filter(this=agg, expression=exp.Where(this=cond))
+
+
+def _evidence(
+    scope: _Scope,
+    check: str,
+    out: QueryOutput,
+    arguments: dict[str, Any] | None = None,
+    **result: Any,
+) -> Evidence:
+    """What ran for ``check``: its arguments, the exact SQL and parameters, key numbers."""
+    return Evidence(
+        tool="sql",
+        arguments=scope.arguments(check, **(arguments or {})),
+        sql=out.sql,
+        params=dict(out.params),
+        result=result,
+    )
+
+
+def _as_day(value: Any) -> date | None:
+    if isinstance(value, datetime):
+        return value.date()
+    return value if isinstance(value, date) else None
+
+
+def _days(start: date, end: date) -> list[date]:
+    return [start + timedelta(days=i) for i in range((end - start).days + 1)]
+
+
+def _list_days(days: Sequence[date]) -> str:
+    shown = ", ".join(d.isoformat() for d in days[:MAX_LISTED_DAYS])
+    more = len(days) - MAX_LISTED_DAYS
+    return f"{shown} and {more} more" if more > 0 else shown
+
+
+def _iso(d: date | None) -> str | None:
+    return d.isoformat() if d else None
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+# --- 1. partial_period --------------------------------------------------------------------------
+
+
+@dataclass
+class _Coverage:
+    """First and last day with data (after filters) and the partial-period issues."""
+
+    first: date | None
+    last: date | None
+    issues: list[DataQualityIssue] = field(default_factory=list)
+
+
+def _coverage(scope: _Scope) -> _Coverage:
+    """First and last day with data; a period the data covers only partly (or not at all)."""
+    assert scope.time is not None
+    q = _Query(scope)
+    t = q.col(scope.time)
+    sel = exp.select(
+        exp.Min(this=t).as_("first"),
+        exp.Max(this=t.copy()).as_("last"),
+        exp.Count(this=t.copy()).as_("rows"),
+    )
+    out = q.run(q.base(sel).where(q.where()), max_rows=1)
+    raw_first, raw_last, rows = out.rows[0]
+    cov = _Coverage(_as_day(raw_first), _as_day(raw_last))
+    for which in WHICH:
+        issue = _partial(scope, which, cov, out)
+        if issue is not None:
+            cov.issues.append(issue)
+    return cov
+
+
+def _partial(
+    scope: _Scope, which: Which, cov: _Coverage, out: QueryOutput
+) -> DataQualityIssue | None:
+    """The ``partial_period`` issue of one period, or None when the data covers it fully."""
+    assert scope.time is not None
+    r = scope.range(which)
+    covered = 0
+    if cov.first is not None and cov.last is not None:
+        lo, hi = max(r.start, cov.first), min(r.end, cov.last)
+        covered = max((hi - lo).days + 1, 0)
+    if covered == r.days:
+        return None
+    col = scope.time.ref
+    if cov.first is None:
+        span = f"no rows of {scope.table!r} match the metric's filters"
+    else:
+        span = f"the data in {col!r} runs from {cov.first} to {cov.last}"
+    if covered == 0:
+        message = f"The {which} period {r.label} has no data at all: {span}."
+    else:
+        message = (
+            f"The {which} period {r.label} is only partly covered: {span}, so only {covered} "
+            f"of its {r.days} days have data and its total is understated."
+        )
+    first, last, rows = out.rows[0]
+    return DataQualityIssue(
+        kind="partial_period",
+        message=message,
+        severity="error" if covered == 0 else "warning",
+        column=col,
+        period=which,
+        details={
+            "period": r.label,
+            "covered_days": covered,
+            "total_days": r.days,
+            "coverage": covered / r.days,
+            "data_first": _iso(cov.first),
+            "data_last": _iso(cov.last),
+        },
+        evidence=_evidence(
+            scope, "partial_period", out, first=jsonable(first), last=jsonable(last), rows=rows
+        ),
+    )
+
+
+# --- 2 and 3. rows per day, overall and per dimension value -------------------------------------
+
+
+@dataclass
+class _SegmentDays:
+    """A dimension value steady enough to check, and the comparison days it has rows on."""
+
+    dim: Column
+    value: Any
+    baseline_rows: int
+    baseline_days: int
+    present: set[date] = field(default_factory=set)
+
+
+@dataclass
+class _DayCounts:
+    """The days query: rows per day (both periods) and the steady segments' comparison days."""
+
+    out: QueryOutput
+    totals: dict[date, int]
+    baseline_days: int
+    segments: list[_SegmentDays]
+
+
+def _day_counts(scope: _Scope) -> _DayCounts:
+    """Run the days query and sort its rows into day totals and per-segment presence."""
+    tree, q = _days_query(scope)
+    k = len(scope.dimensions)
+    b, c = scope.range("baseline"), scope.range("comparison")
+    # day totals for both periods, plus for each steady value (at most 100 per dimension:
+    # each holds >= 1% of rows) its comparison days and its first baseline day
+    max_rows = b.days + c.days + k * 100 * (c.days + 1) + 1
+    out = q.run(tree, max_rows=max_rows)
+    idx = {name: i for i, name in enumerate(out.columns)}
+    full = 2**k - 1
+    by_set = {full - 2 ** (k - 1 - i): i for i in range(k)}
+    counts = _DayCounts(out, {}, 0, [])
+    segments: dict[tuple[int, Any], _SegmentDays] = {}
+    for row in out.rows:
+        day, gset = _as_day(row[idx["day"]]), row[idx["set"]]
+        if day is None:
+            continue
+        if gset == full:
+            counts.totals[day] = row[idx["rows"]]
+            counts.baseline_days = row[idx["baseline_days"]] or 0
+            continue
+        i = by_set[gset]
+        value = row[idx[f"d{i}"]]
+        seg = segments.get((i, value))
+        if seg is None:
+            seg = _SegmentDays(
+                scope.dimensions[i],
+                value,
+                row[idx["seg_baseline_rows"]],
+                row[idx["seg_baseline_days"]],
+            )
+            segments[(i, value)] = seg
+        if not row[idx["in_baseline"]]:
+            seg.present.add(day)
+    counts.segments = list(segments.values())
+    return counts
+
+
+def _days_query(scope: _Scope) -> tuple[exp.Select, _Query]:
+    """Rows per day, overall and per value of every dimension, in one pass (``GROUPING SETS``).
+
+    Output: the day totals of both periods (``set`` = ``2^k - 1``, every dimension rolled up),
+    and for each dimension value holding >= 1% of baseline rows on >= 80% of the baseline days
+    with data, its comparison-day rows plus its first baseline-day row (so a value with no
+    comparison rows at all still shows up). ``set`` is ``GROUPING(d0, ..., dk-1)``.
+    """
+    q = _Query(scope)
+    day = q.day()
+    dims = [q.col(d) for d in scope.dimensions]
+    full = 2 ** len(dims) - 1
+    sets = [exp.Tuple(expressions=[day.copy()])] + [
+        exp.Tuple(expressions=[day.copy(), d.copy()]) for d in dims
+    ]
+    gid = exp.Grouping(expressions=[d.copy() for d in dims]) if dims else exp.Literal.number(0)
+    grouped = q.base(
+        exp.select(
+            day.as_("day"),
+            *[d.as_(f"d{i}") for i, d in enumerate(dims)],
+            gid.as_("set"),
+            exp.Count(this=exp.Star()).as_("rows"),
+        )
+    ).where(q.where(q.in_either()))
+    grouped = grouped.group_by(exp.GroupingSets(expressions=sets))
+    seg = [_c("set")] + [_c(f"d{i}") for i in range(len(dims))]
+    is_full = exp.EQ(this=_c("set"), expression=exp.Literal.number(full))
+
+    def in_b() -> exp.Expression:
+        return q.day_in(_c("day"), "baseline")
+
+    def win(agg: exp.Expression, cond: exp.Expression, by: list[exp.Expression]) -> exp.Window:
+        filtered = exp.Filter(this=agg, expression=exp.Where(this=cond))
+        return exp.Window(this=filtered, partition_by=[b.copy() for b in by], over="OVER")
+
+    stats = exp.select(
+        exp.Star(),
+        in_b().as_("in_baseline"),
+        win(exp.Sum(this=_c("rows")), in_b(), seg).as_("seg_baseline_rows"),
+        win(exp.Count(this=exp.Star()), in_b(), seg).as_("seg_baseline_days"),
+        win(exp.Min(this=_c("day")), in_b(), seg).as_("seg_first_day"),
+        win(exp.Sum(this=_c("rows")), exp.and_(in_b(), is_full.copy()), []).as_("baseline_rows"),
+        win(exp.Count(this=exp.Star()), exp.and_(in_b(), is_full.copy()), []).as_("baseline_days"),
+    ).from_(exp.Table(this=ident("grouped")))
+
+    def at_least(col: str, share: float, of: str) -> exp.Expression:
+        return exp.GTE(
+            this=_c(col), expression=exp.Mul(this=exp.Literal.number(share), expression=_c(of))
+        )
+
+    steady = exp.and_(
+        at_least("seg_baseline_rows", SEGMENT_MIN_SHARE, "baseline_rows"),
+        at_least("seg_baseline_days", SEGMENT_MIN_PRESENCE, "baseline_days"),
+        exp.or_(
+            exp.Not(this=_c("in_baseline")),
+            exp.EQ(this=_c("day"), expression=_c("seg_first_day")),
+        ),
+    )
+    final = (
+        exp.select(
+            *[_c(n) for n in ("day", "set", *[f"d{i}" for i in range(len(dims))], "rows")],
+            *[_c(n) for n in ("in_baseline", "seg_baseline_rows", "seg_baseline_days")],
+            *[_c(n) for n in ("baseline_rows", "baseline_days")],
+        )
+        .from_(exp.Table(this=ident("stats")))
+        .where(exp.or_(is_full.copy(), exp.Paren(this=steady)))
+        .order_by(_c("set"), *[_c(f"d{i}") for i in range(len(dims))], _c("day"))
+        .with_("grouped", as_=grouped)
+        .with_("stats", as_=stats)
+    )
+    return final, q
+
+
+def _days_arguments(scope: _Scope) -> dict[str, Any]:
+    dims = [d.ref for d in scope.dimensions]
+    return {"dimensions": dims, "columns": {f"d{i}": d for i, d in enumerate(dims)}}
+
+
+def _missing_days(scope: _Scope, cov: _Coverage, days: _DayCounts) -> list[DataQualityIssue]:
+    """Days inside a period and inside the data's coverage that have no rows at all."""
+    assert cov.first is not None and cov.last is not None
+    issues = []
+    for which in WHICH:
+        r = scope.range(which)
+        lo, hi = max(r.start, cov.first), min(r.end, cov.last)
+        if lo > hi:
+            continue  # not covered at all: partial_period already says so
+        covered = _days(lo, hi)
+        missing = [d for d in covered if not days.totals.get(d)]
+        if missing:
+            issues.append(_missing_issue(scope, which, missing, len(covered), cov, days))
+    return issues
+
+
+def _missing_issue(
+    scope: _Scope,
+    which: Which,
+    missing: list[date],
+    covered: int,
+    cov: _Coverage,
+    days: _DayCounts,
+) -> DataQualityIssue:
+    """One ``missing_days`` issue: the days of ``which`` without a single row."""
+    r = scope.range(which)
+    n = len(missing)
+    every = n == covered
+    tail = (
+        "the period has no data at all."
+        if every
+        else "those days look unloaded, so the period's total is understated."
+    )
+    message = (
+        f"No rows on {n} of the {covered} days of the {which} period {r.label} that lie in the "
+        f"data's range {cov.first}..{cov.last} ({_list_days(missing)}); {tail}"
+    )
+    full = 2 ** len(scope.dimensions) - 1
+    return DataQualityIssue(
+        kind="missing_days",
+        message=message,
+        severity="error" if every else "warning",
+        column=scope.time.ref if scope.time else None,
+        period=which,
+        details={
+            "period": r.label,
+            "days": [d.isoformat() for d in missing],
+            "missing_days": n,
+            "covered_days": covered,
+        },
+        evidence=_evidence(
+            scope,
+            "missing_days",
+            days.out,
+            _days_arguments(scope),
+            day_totals={"set": full},
+            missing=n,
+        ),
+    )
+
+
+def _segment_missing_days(scope: _Scope, days: _DayCounts) -> list[DataQualityIssue]:
+    """Comparison days on which a steady segment has no rows while the rest of the table has."""
+    comp = scope.range("comparison")
+    data_days = {d for d, n in days.totals.items() if n and comp.start <= d <= comp.end}
+    found = []
+    for seg in days.segments:
+        missing = sorted(data_days - seg.present)
+        if missing:
+            lost = seg.baseline_rows / max(days.baseline_days, 1) * len(missing)
+            found.append((lost, seg, missing))
+    found.sort(key=lambda f: (-f[0], f[1].dim.ref, str(f[1].value)))
+    return [
+        _segment_issue(scope, seg, missing, len(data_days), days, lost)
+        for lost, seg, missing in found[:MAX_SEGMENT_ISSUES]
+    ]
+
+
+def _segment_issue(
+    scope: _Scope,
+    seg: _SegmentDays,
+    missing: list[date],
+    data_days: int,
+    days: _DayCounts,
+    lost: float,
+) -> DataQualityIssue:
+    """One ``segment_missing_days`` issue."""
+    comp = scope.range("comparison")
+    value = jsonable(seg.value)
+    name = f"{seg.dim.ref} = {value!r}"
+    before = f"it had rows on {seg.baseline_days} of {days.baseline_days} baseline days"
+    if len(missing) == data_days:
+        message = (
+            f"{name} has no rows at all in the comparison period {comp.label} although the "
+            f"rest of the table does ({before}); check whether it stopped being recorded."
+        )
+    else:
+        message = (
+            f"{name} has no rows on {len(missing)} of the {data_days} comparison days with data "
+            f"({_list_days(missing)}) while the rest of the table does ({before}); its "
+            "comparison total is likely understated."
+        )
+    return DataQualityIssue(
+        kind="segment_missing_days",
+        message=message,
+        severity="warning",
+        column=seg.dim.ref,
+        segment={seg.dim.ref: value},
+        period="comparison",
+        details={
+            "days": [d.isoformat() for d in missing],
+            "missing_days": len(missing),
+            "comparison_days_with_data": data_days,
+            "baseline_days_present": seg.baseline_days,
+            "baseline_days_with_data": days.baseline_days,
+            "baseline_rows": seg.baseline_rows,
+            "expected_rows_missing": round(lost, 1),
+        },
+        evidence=_evidence(
+            scope,
+            "segment_missing_days",
+            days.out,
+            _days_arguments(scope),
+            segment={seg.dim.ref: value},
+        ),
+    )
+
+
+# --- 4. null_spike (and the rows of each period) ------------------------------------------------
+
+
+@dataclass
+class _PeriodRows:
+    """Rows per period (after filters) and the null-spike issues, from one pass."""
+
+    baseline: int
+    comparison: int
+    issues: list[DataQualityIssue]
+
+
+def _null_spikes(scope: _Scope) -> _PeriodRows:
+    """Rows per period, and columns whose NULL rate jumps (or drops) between the periods."""
+    columns = _null_columns(scope)
+    q = _Query(scope)
+    exprs: list[exp.Expression] = [
+        _count_if(q.in_period("baseline")).as_("baseline_rows"),
+        _count_if(q.in_period("comparison")).as_("comparison_rows"),
+    ]
+    for i, col in enumerate(columns):
+        for which in WHICH:
+            exprs.append(_count_if(q.in_period(which), q.col(col)).as_(f"{which}_nonnull_{i}"))
+    out = q.run(q.base(exp.select(*exprs)).where(q.where(q.in_either())), max_rows=1)
+    row = dict(zip(out.columns, out.rows[0], strict=True))
+    nb, nc = row["baseline_rows"], row["comparison_rows"]
+    rows = _PeriodRows(nb, nc, [])
+    if not nb or not nc:
+        return rows
+    for i, col in enumerate(columns):
+        xb, xc = nb - row[f"baseline_nonnull_{i}"], nc - row[f"comparison_nonnull_{i}"]
+        issue = _null_issue(scope, col, (xb, nb), (xc, nc), out)
+        if issue is not None:
+            rows.issues.append(issue)
+    return rows
+
+
+def _null_columns(scope: _Scope) -> tuple[Column, ...]:
+    """Dimensions, then the metric's columns (each once); column i is ``*_nonnull_{i}``."""
+    return _unique((*scope.dimensions, *scope.metric_columns))
+
+
+def two_proportion_p(x1: int, n1: int, x2: int, n2: int) -> float:
+    """Two-sided p-value of a two-proportion z-test (pooled variance); 1.0 when undefined."""
+    if not n1 or not n2:
+        return 1.0
+    pooled = (x1 + x2) / (n1 + n2)
+    se = math.sqrt(pooled * (1 - pooled) * (1 / n1 + 1 / n2))
+    if se == 0:
+        return 1.0
+    z = (x2 / n2 - x1 / n1) / se
+    return float(2 * norm.sf(abs(z)))
+
+
+def _null_issue(
+    scope: _Scope,
+    col: Column,
+    baseline: tuple[int, int],
+    comparison: tuple[int, int],
+    out: QueryOutput,
+) -> DataQualityIssue | None:
+    """A ``null_spike`` issue when the NULL rate moved enough (``(nulls, rows)`` per period)."""
+    (xb, nb), (xc, nc) = baseline, comparison
+    rb, rc = xb / nb, xc / nc
+    spike = rc - rb >= NULL_MIN_POINTS and rc >= NULL_MIN_RATIO * rb
+    filled = rb - rc >= NULL_MIN_POINTS and rb >= NULL_MIN_RATIO * rc
+    if not (spike or filled):
+        return None
+    p = two_proportion_p(xb, nb, xc, nc)
+    if p >= NULL_MAX_P:
+        return None
+    rates = f"NULL in {_pct(rc)} of comparison rows vs {_pct(rb)} of baseline rows"
+    if spike and col in scope.metric_columns:
+        message = (
+            f"Column {col.ref!r} went missing more often: {rates}; the metric skips NULLs, so "
+            "it can move for this reason alone."
+        )
+    elif spike:
+        message = (
+            f"Column {col.ref!r} went missing more often: {rates}; segments on it can look "
+            "like they moved when their values only went missing."
+        )
+    else:
+        message = (
+            f"Column {col.ref!r} started being filled: {rates}; segments on it are not "
+            "comparable across the periods."
+        )
+    return DataQualityIssue(
+        kind="null_spike",
+        message=message,
+        severity="warning" if spike else "info",
+        column=col.ref,
+        period="comparison",
+        details={
+            "baseline_null_rate": rb,
+            "comparison_null_rate": rc,
+            "baseline_nulls": xb,
+            "baseline_rows": nb,
+            "comparison_nulls": xc,
+            "comparison_rows": nc,
+            "p_value": p,
+            "direction": "spike" if spike else "filled",
+        },
+        evidence=_evidence(
+            scope,
+            "null_spike",
+            out,
+            {"columns": [c.ref for c in _null_columns(scope)]},
+            column=col.ref,
+        ),
+    )
+
+
+# --- 5. duplicate_rows --------------------------------------------------------------------------
+
+
+def _sample_factor(rows: int) -> int:
+    """1 (exact) up to ``DUPLICATE_EXACT_MAX_ROWS`` rows; else the power of two bringing the
+    sampled rows under it."""
+    k = 1
+    while rows / k > DUPLICATE_EXACT_MAX_ROWS:
+        k *= 2
+    return k
+
+
+def _duplicate_rows(scope: _Scope, rows: _PeriodRows) -> list[DataQualityIssue]:
+    """Exact duplicate rows of the base table (all its columns), per period.
+
+    Rows are grouped by a 64-bit hash of the whole row (one pass, no sort); two different rows
+    share a hash with probability ~n^2/2^65 (about 3e-6 at 10 million rows). Above
+    ``DUPLICATE_EXACT_MAX_ROWS`` rows only the rows whose hash is 0 modulo a power of two k are
+    grouped: copies of a row share its hash, so each duplicate group is kept or dropped whole
+    and the sampled duplicate rate estimates the true one without bias.
+    """
+    k = _sample_factor(rows.baseline + rows.comparison)
+    q = _Query(scope)
+    row_hash = exp.Anonymous(
+        this="hash", expressions=[q.col(c) for c in scope.ctx.schema.tables[scope.table]]
+    )
+    sample = None
+    if k > 1:
+        sample = exp.EQ(
+            this=exp.Mod(this=row_hash.copy(), expression=exp.Literal.number(k)),
+            expression=exp.Literal.number(0),
+        )
+    per_row = (
+        q.base(
+            exp.select(
+                q.in_period("baseline").as_("in_baseline"),
+                exp.Count(this=exp.Star()).as_("copies"),
+            )
+        )
+        .where(q.where(exp.Paren(this=q.in_either()), sample))
+        .group_by(exp.Literal.number(1), row_hash)
+    )
+    tree = (
+        exp.select(
+            _c("in_baseline"),
+            exp.Sum(this=_c("copies")).as_("rows"),
+            exp.Sub(this=exp.Sum(this=_c("copies")), expression=exp.Count(this=exp.Star())).as_(
+                "duplicates"
+            ),
+        )
+        .from_(exp.Table(this=ident("per_row")))
+        .group_by(exp.Literal.number(1))
+        .order_by(exp.Literal.number(1))
+        .with_("per_row", as_=per_row)
+    )
+    out = q.run(tree, max_rows=3)
+    found = {("baseline" if b else "comparison"): (int(n), int(d)) for b, n, d in out.rows}
+    return _duplicate_issue(scope, rows, found, k, out)
+
+
+def _duplicate_issue(
+    scope: _Scope,
+    rows: _PeriodRows,
+    found: dict[str, tuple[int, int]],
+    k: int,
+    out: QueryOutput,
+) -> list[DataQualityIssue]:
+    """The ``duplicate_rows`` issue (as a list of 0 or 1) from rows/duplicates per period."""
+    total = {"baseline": rows.baseline, "comparison": rows.comparison}
+    rate = {w: (found[w][1] / found[w][0] if found.get(w, (0, 0))[0] else 0.0) for w in WHICH}
+    dups = {w: round(rate[w] * total[w]) for w in WHICH}
+    rb, rc = rate["baseline"], rate["comparison"]
+    if max(rb, rc) < DUPLICATE_MIN_RATE and abs(rc - rb) < DUPLICATE_MIN_CHANGE:
+        return []
+    about = "about " if k > 1 else ""
+    message = (
+        f"Exact duplicate rows in {scope.table!r}: {about}{dups['comparison']:,} of "
+        f"{total['comparison']:,} comparison rows ({_pct(rc)}) and {about}"
+        f"{dups['baseline']:,} of {total['baseline']:,} baseline rows ({_pct(rb)}); sums and "
+        "counts may be inflated by rows loaded twice."
+    )
+    if k > 1:
+        message += f" (Estimated on the 1/{k} of rows picked by row hash.)"
+    details: dict[str, Any] = {}
+    for w in WHICH:
+        details |= {f"{w}_rows": total[w], f"{w}_duplicates": dups[w], f"{w}_rate": rate[w]}
+    details |= {"sample": f"1/{k}", "exact": k == 1}
+    return [
+        DataQualityIssue(
+            kind="duplicate_rows",
+            message=message,
+            severity="warning",
+            period="comparison" if rc >= rb else "baseline",
+            details=details,
+            evidence=_evidence(
+                scope, "duplicate_rows", out, {"sample": f"1/{k}"}, period_rows=total
+            ),
+        )
+    ]

@@ -1,0 +1,160 @@
+"""report.md: the answer in plain words a manager can read in a minute.
+
+Text that comes from the data (segment values, column names) is escaped: it can never add links,
+images, HTML or table structure to the report.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+from tasks.engine.result import Explanation, Segment
+
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>!|~])")
+
+
+def esc(value: Any, limit: int = 120) -> str:
+    """Data text made inert for Markdown: specials escaped, newlines flattened, length capped."""
+    text = "(null)" if value is None else str(value)
+    text = " ".join(text.split())
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return _MD_SPECIAL.sub(r"\\\1", text)
+
+
+def fmt(x: float | None, kind: str = "number") -> str:
+    """A number for people: thousands separators, sensible precision, percent when asked."""
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "n/a"
+    if kind == "percent":
+        return f"{x * 100:+.1f}%"
+    if abs(x) >= 1000:
+        return f"{x:,.0f}"
+    if abs(x) >= 1:
+        return f"{x:,.2f}"
+    return f"{x:.4g}"
+
+
+def segment_text(seg: dict[str, Any]) -> str:
+    """``platform = ios, app_version = 5.2`` (escaped), or ``everything`` for the population."""
+    if not seg:
+        return "everything"
+    return ", ".join(f"{esc(k)} = {esc(v)}" for k, v in seg.items())
+
+
+def _row(s: Segment, ratio: bool) -> str:
+    effect = s.effect
+    if ratio and s.rate is not None and s.mix is not None:
+        effect += f" (rate {fmt(s.rate)}, mix {fmt(s.mix)})"
+    p = "n/a" if s.p_value is None else f"{s.p_value:.2g}"
+    return (
+        f"| {segment_text(s.segment)} | {fmt(s.baseline)} | {fmt(s.comparison)} | "
+        f"{fmt(s.contribution)} | {_share(s.share)} | "
+        f"{effect} | {p} |"
+    )
+
+
+def _share(x: float | None) -> str:
+    return "n/a" if x is None else f"{x * 100:.1f}%"
+
+
+def _table(rows: list[Segment], ratio: bool) -> list[str]:
+    head = "segment | before | after | contribution | share of change | effect | p"
+    return [f"| {head} |", "|---|---:|---:|---:|---:|---|---:|", *[_row(s, ratio) for s in rows]]
+
+
+def render(e: Explanation, *, db: str | None = None) -> str:
+    """The whole report as Markdown."""
+    ratio = e.metric.kind == "ratio"
+    c = e.change
+    name = esc(e.metric.name or e.metric.expression)
+    lines = [f"# Why did {name} move?", ""]
+    lines.append(
+        f"**{name}** on `{esc(e.metric.table)}` went from **{fmt(e.baseline.value)}** "
+        f"({esc(e.baseline.label)}) to **{fmt(e.comparison.value)}** ({esc(e.comparison.label)}): "
+        f"{fmt(c.absolute)} ({fmt(c.relative, 'percent') if c.relative is not None else 'n/a'})."
+    )
+    lines.append("")
+    if c.significant:
+        lines.append(f"This change is **significant** (p = {c.p_value:.2g}; {esc(c.method, 400)}).")
+    else:
+        p = "n/a" if c.p_value is None else f"{c.p_value:.2g}"
+        lines.append(
+            f"This change is **not significant**: it is within the normal noise (p = {p}; "
+            f"{esc(c.method, 400)}). No root cause is named."
+        )
+    lines.append("")
+    if e.data_quality:
+        lines += ["## Data quality first", ""]
+        lines += [
+            f"- **{d.kind.replace('_', ' ')}** ({d.severity}): {esc(d.message, 400)}"
+            for d in e.data_quality
+        ]
+        lines.append("")
+    if c.significant:
+        lines += ["## Root causes", ""]
+        if e.root_causes:
+            share = (
+                f" Together they account for {fmt(e.explained_share, 'percent').lstrip('+')} "
+                "of the change."
+                if e.explained_share is not None
+                else ""
+            )
+            lines.append(
+                f"The smallest set of segments that explains the change, most specific level "
+                f"first.{share}"
+            )
+            lines.append("")
+            lines += _table(e.root_causes, ratio)
+        else:
+            lines.append("No single segment stands out: the change is spread across the data.")
+        lines.append("")
+        if e.global_shift is not None:
+            g = e.global_shift
+            why = (
+                "it matches the data-quality problems above"
+                if g.effect == "data_quality"
+                else "every segment moved by about the same factor"
+            )
+            lines += [
+                "## Everything moved",
+                "",
+                f"An even shift across all the data accounts for {fmt(g.contribution)} "
+                f"({fmt(g.share, 'percent') if g.share is not None else 'n/a'} of the change): {why}.",
+                "",
+            ]
+    if e.offsetting:
+        lines += ["## Moving the other way", "", *_table(e.offsetting[:5], ratio), ""]
+    if e.drivers:
+        named = [rc.segment for rc in e.root_causes]
+        others = [d for d in e.drivers if d.segment not in named][:10]
+        if others:
+            lines += ["## Other segments that moved", "", *_table(others, ratio), ""]
+    lines += ["## Check it yourself", ""]
+    if e.root_causes:
+        lines.append("Each root cause comes from a query anyone can re-run:")
+        lines.append("")
+        for s in e.root_causes:
+            if s.evidence is None:
+                continue
+            args = json.dumps(s.evidence.arguments).replace("`", "\\u0060")
+            lines += ["```", _tool_command(s.evidence.tool, args, db), "```"]
+    lines.append("")
+    dims = ", ".join(esc(d) for d in e.dimensions)
+    lines.append(
+        f"Searched {e.stats.get('segments', 0):,} segments over {dims} "
+        f"(up to {e.stats.get('max_depth')} columns at a time)."
+    )
+    if e.notes:
+        lines.append("")
+    for n in e.notes:
+        lines.append(f"- {esc(n, 400)}")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _tool_command(tool: str, args: str, db: str | None) -> str:
+    quoted = "'" + args.replace("'", "'\\''") + "'"
+    return f"drilldown tool {tool} --db {db or 'DB'} --args {quoted}"

@@ -1,0 +1,202 @@
+"""Planted-cause scenarios (data/scenarios): `drilldown investigate` must find what was planted.
+
+Each folder under data/scenarios holds generated data and an ``expected.json`` naming the cause that
+the generator planted (see data/scenarios/README.md). The CLI runs as a user runs it (a subprocess,
+offline) and its ``result.json`` is checked against the plant: significance, exactly the planted
+root-cause segments with their effects, a global shift for even growth, a missing-days finding for
+an ingestion gap, and a report that names the cause.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIOS = ROOT / "data" / "scenarios"
+NAMES = sorted(p.parent.name for p in SCENARIOS.glob("*/expected.json"))
+
+
+def expected_of(name: str) -> dict:
+    return json.loads((SCENARIOS / name / "expected.json").read_text())
+
+
+def segment_set(causes: list[dict]) -> set[frozenset]:
+    """Segments as comparable sets: {column: value} -> frozenset of (column, str(value))."""
+    return {frozenset((k, str(v)) for k, v in c["segment"].items()) for c in causes}
+
+
+def mentions(text: str, value: str) -> bool:
+    """``value`` occurs in ``text`` as a whole word (``pro`` not in ``product``; ``8.3`` not in
+    ``8.35``), case-insensitively."""
+    return re.search(rf"(?<![\w.]){re.escape(value)}(?!\w)", text, re.I) is not None
+
+
+@pytest.fixture(scope="module", params=NAMES)
+def investigated(request, tmp_path_factory) -> tuple[dict, dict, Path]:
+    """(expected, result.json, output folder) of one `drilldown investigate` run per scenario."""
+    name = request.param
+    exp = expected_of(name)
+    out = tmp_path_factory.mktemp(f"investigate-{name}")
+    args = [
+        "investigate",
+        f"data/scenarios/{name}",
+        "--metric",
+        exp["metric"],
+        "--time-column",
+        exp["time_column"],
+        "--baseline",
+        exp["baseline"],
+        "--comparison",
+        exp["comparison"],
+        "--offline",
+        "--out",
+        str(out),
+    ]
+    if exp.get("grain"):
+        args += ["--grain", exp["grain"]]
+    if exp.get("dimensions"):
+        args += ["--dimensions", ",".join(exp["dimensions"])]
+    proc = subprocess.run(
+        [sys.executable, "-m", "flows.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false"},
+        timeout=600,
+    )
+    assert proc.returncode == 0, (
+        f"drilldown {' '.join(args)} exited {proc.returncode}\n"
+        f"stdout:\n{proc.stdout[-2000:]}\nstderr:\n{proc.stderr[-4000:]}"
+    )
+    result = json.loads((out / "result.json").read_text())
+    return exp, result, out
+
+
+def test_significance_matches_the_plant(investigated):
+    exp, result, _ = investigated
+    assert result["change"]["significant"] is exp["significant"], (
+        f"{exp['scenario']}: planted {exp['story']!r}; engine said significant="
+        f"{result['change']['significant']} (p={result['change'].get('p_value')}, "
+        f"relative={result['change'].get('relative')})"
+    )
+
+
+# Known gaps of the engine today, kept visible (strict: they fail the suite once fixed):
+# two_causes finds Brazil but the ios+tablet cause stays below the Bonferroni bound; mix_shift
+# names a sub-segment of paid_social instead of the channel itself.
+KNOWN_GAPS = {"two_causes", "mix_shift"}
+
+
+def test_root_causes_are_exactly_the_planted_segments(investigated, request):
+    exp, result, _ = investigated
+    if exp["scenario"] in KNOWN_GAPS:
+        request.applymarker(pytest.mark.xfail(reason="known engine gap", strict=True))
+    found = result.get("root_causes") or []
+    if exp["data_quality"]:  # the plant is a data problem: a data_quality "cause" is fine
+        found = [c for c in found if c.get("effect") != "data_quality"]
+    assert segment_set(found) == segment_set(exp["root_causes"]), (
+        f"{exp['scenario']}: planted {[c['segment'] for c in exp['root_causes']]}, "
+        f"engine named {[c['segment'] for c in found]}"
+    )
+
+
+def test_effects_match_the_plant(investigated):
+    exp, result, _ = investigated
+    by_segment = {
+        frozenset((k, str(v)) for k, v in c["segment"].items()): c.get("effect")
+        for c in result.get("root_causes") or []
+    }
+    for cause in exp["root_causes"]:
+        key = frozenset((k, str(v)) for k, v in cause["segment"].items())
+        if cause.get("effect") and key in by_segment:
+            assert by_segment[key] == cause["effect"], (exp["scenario"], cause["segment"])
+
+
+def test_global_shift_only_where_planted(investigated):
+    exp, result, _ = investigated
+    if exp["global_shift"]:
+        assert result.get("global_shift") is not None, f"{exp['scenario']}: no global shift"
+        assert not result.get("root_causes"), "an even move is not any one segment's doing"
+    elif not exp["significant"]:
+        assert result.get("global_shift") is None, f"{exp['scenario']}: noise called a shift"
+
+
+def test_data_quality_findings(investigated):
+    exp, result, _ = investigated
+    issues = result.get("data_quality") or []
+    kinds = {i["kind"] for i in issues}
+    assert set(exp["data_quality"]) <= kinds, (exp["scenario"], sorted(kinds))
+    if "missing_days" in exp["data_quality"]:
+        text = json.dumps([i for i in issues if i["kind"] == "missing_days"])
+        for day in exp["missing_dates"]:
+            assert day in text, f"missing_days finding does not name {day}: {text}"
+        business = [c for c in result.get("root_causes") or [] if c.get("effect") != "data_quality"]
+        assert not business, f"an ingestion gap blamed on {[c['segment'] for c in business]}"
+    else:  # no day is missing in these datasets
+        assert "missing_days" not in kinds, (exp["scenario"], issues)
+
+
+def test_report_names_the_cause(investigated):
+    exp, _, out = investigated
+    report = out / "report.md"
+    assert report.is_file(), "no report.md"
+    text = report.read_text()
+    assert text.strip()
+    for cause in exp["root_causes"]:
+        for column, value in cause["segment"].items():
+            assert mentions(text, str(value)), f"report.md does not name {column}={value}"
+    for day in exp["missing_dates"]:
+        assert day in text, f"report.md does not name the missing day {day}"
+
+
+def test_expected_files_are_complete():
+    assert NAMES == sorted(
+        [
+            "growth",
+            "missing_day",
+            "mix_shift",
+            "pricing_join",
+            "pure_noise",
+            "release_loss",
+            "two_causes",
+        ]
+    )
+    for name in NAMES:
+        exp = expected_of(name)
+        assert exp["baseline"] == "2024-03-18:2024-03-24"
+        assert exp["comparison"] == "2024-03-25:2024-03-31"
+        planted = exp["root_causes"] or exp["global_shift"] or exp["data_quality"]
+        assert exp["significant"] is bool(planted)
+        assert set(exp["effects"].values()) <= {"rate", "mix", "new", "gone", "data_quality"}
+        assert 15_000 <= exp["realized"]["rows"] <= 60_000
+
+
+def test_generator_reproduces_the_committed_files(tmp_path):
+    """``generate.py OUTDIR`` writes the committed bytes. Gzip members are compared after
+    decompression: the deflate stream may differ between zlib builds, the data may not."""
+    proc = subprocess.run(
+        [sys.executable, str(SCENARIOS / "generate.py"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    committed = sorted(
+        p.relative_to(SCENARIOS) for n in NAMES for p in (SCENARIOS / n).iterdir() if p.is_file()
+    )
+    fresh = sorted(p.relative_to(tmp_path) for p in tmp_path.glob("*/*") if p.is_file())
+    assert fresh == committed
+    for rel in committed:
+        a, b = (SCENARIOS / rel).read_bytes(), (tmp_path / rel).read_bytes()
+        if rel.suffix == ".gz":
+            a, b = gzip.decompress(a), gzip.decompress(b)
+        assert a == b, f"{rel} differs from a fresh generation"
