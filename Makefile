@@ -1,5 +1,5 @@
 # Two entry points, both self-contained on a fresh machine (python3 + pip only):
-#   make demo   install, load the bundled demo data, describe it, compare revenue week over week
+#   make demo   install, investigate the bundled demo data offline (report in drilldown-demo/)
 #   make test   install with test extras and run the test suite
 PY ?= python3
 VENV ?= .venv
@@ -24,12 +24,11 @@ install-test: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 
 demo: install
-	$(BIN)/drilldown load data/demo --db $(DB)
-	$(BIN)/drilldown tool metric_describe --db $(DB) --args '{}'
-	$(BIN)/drilldown tool metric_compare_periods --db $(DB) --args '$(WEEK_OVER_WEEK)'
+	$(BIN)/drilldown demo --out drilldown-demo
+	$(BIN)/drilldown tool metric_compare_periods --db drilldown-demo/data.duckdb --args '$(WEEK_OVER_WEEK)'
 
 test: install-test
 	$(BIN)/python -m pytest -q
 
 clean:
-	rm -rf $(VENV) $(DB) *.egg-info
+	rm -rf $(VENV) $(DB) drilldown-demo *.egg-info

@@ -200,18 +200,23 @@ def test_make_demo_commands_run_as_written(tmp_path):
 
     if shutil.which("make") is None:
         pytest.skip("make is not installed")
-    db = tmp_path / "demo.duckdb"
     plan = subprocess.run(
-        ["make", "-n", "demo", f"DB={db}"], capture_output=True, text=True, cwd=ROOT, check=True
-    ).stdout
-    commands = [shlex.split(line) for line in plan.splitlines() if "bin/drilldown " in line]
-    assert [c[1:3] for c in commands] == [
-        ["load", "data/demo"],
-        ["tool", "metric_describe"],
-        ["tool", "metric_compare_periods"],
-    ]
+        ["make", "-n", "demo"], capture_output=True, text=True, cwd=ROOT, check=True
+    )
+    commands = [shlex.split(line) for line in plan.stdout.splitlines() if "bin/drilldown " in line]
+    assert [c[1:3] for c in commands] == [["demo", "--out"], ["tool", "metric_compare_periods"]]
+    out = tmp_path / "drilldown-demo"
     for argv in commands:
+        argv = [
+            str(out) if a == "drilldown-demo" else a.replace("drilldown-demo/", f"{out}/")
+            for a in argv
+        ]
         proc = drilldown(*argv[1:])
         assert proc.returncode == 0, f"{shlex.join(argv)}\n{proc.stdout}\n{proc.stderr}"
     top = json.loads(proc.stdout)["rows"][0]
     assert (top["platform"], top["app_version"]) == ("ios", "5.2")
+    result = json.loads((out / "result.json").read_text())
+    assert [c["segment"] for c in result["root_causes"]] == [
+        {"platform": "ios", "app_version": "5.2"}
+    ]
+    assert "platform = ios, app\\_version = 5.2" in (out / "report.md").read_text()
