@@ -1,0 +1,658 @@
+"""Speed and memory at scale: the product end to end vs wise-pizza, on the same synthetic rows.
+
+``python -m benchmarks.scale --rows 1M,3M,10M --work /tmp/md_scale --out benchmarks/results/scale.json``
+
+For each size, a deterministic ``events.csv`` (N rows: ``date`` over 28 days, ``user_id``, six
+dimensions of 3, 6, 8, 12, 25 and 50 values with skewed frequencies, ``revenue``) and a
+``users.csv`` (``user_id``, ``plan`` with 4 values, ``segment`` with 6) are written with DuckDB
+``COPY`` into ``<work>/data_<N>/``. One cause is planted in the last week: revenue of
+``platform=android & app_version=5.2.0`` is 40% lower; everything grows 0.5% a week.
+The question is week over week: baseline 2024-03-18..24, comparison 2024-03-25..31.
+
+Each measurement runs in a fresh wrapper process that reports the wall time and the peak RSS of
+its one child (``getrusage(RUSAGE_CHILDREN).ru_maxrss``):
+
+* ``product``: ``drilldown investigate <data> --metric "sum(revenue)" --time-column date
+  --baseline ... --comparison ... --offline --out <fresh dir>``, the command a user runs (load +
+  explain + report). Checks that the planted cause is the first root cause of ``result.json``.
+* ``api``: the same through the library, timed in parts: ``tasks.load.load_files`` into a fresh
+  DuckDB file, then ``tasks.engine.explain_change`` (all dimensions, engine defaults).
+* ``wisepizza``: ``wise_pizza.explain_changes_in_totals`` (lasso, ``how="totals"``,
+  ``max_depth=2``) on the same rows: pandas reads both CSVs, joins users, keeps the two weeks and
+  aggregates revenue and row counts by the eight dimensions; then wise-pizza. Reported with and
+  without the CSV reading.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from benchmarks._machine import REPO, machine_facts, machine_line
+from benchmarks.rca_score import value_text
+
+START = date(2024, 3, 4)
+DAYS = 28
+BASELINE = ("2024-03-18", "2024-03-24")
+COMPARISON = ("2024-03-25", "2024-03-31")
+PLANTED = {"platform": "android", "app_version": "5.2.0"}
+PLANTED_FACTOR = 0.6
+GENERATOR_VERSION = 3
+
+DIMS: dict[str, list[str]] = {
+    "platform": ["ios", "android", "web"],
+    "app_version": ["5.3.0", "5.2.1", "5.2.0", "5.1.2", "5.1.0", "5.0.3"],
+    "country": ["US", "IN", "BR", "DE", "GB", "FR", "JP", "MX"],
+    "channel": [
+        "organic",
+        "paid_search",
+        "social",
+        "email",
+        "referral",
+        "push",
+        "affiliate",
+        "display",
+        "video",
+        "partner",
+        "sms",
+        "direct",
+    ],
+    "category": [
+        "electronics",
+        "fashion",
+        "home",
+        "beauty",
+        "sports",
+        "toys",
+        "books",
+        "grocery",
+        "garden",
+        "automotive",
+        "health",
+        "pets",
+        "music",
+        "games",
+        "office",
+        "baby",
+        "jewelry",
+        "shoes",
+        "tools",
+        "outdoors",
+        "crafts",
+        "travel",
+        "software",
+        "movies",
+        "furniture",
+    ],
+    "store": [f"store_{i:03d}" for i in range(1, 51)],
+}
+USER_DIMS: dict[str, list[str]] = {
+    "plan": ["free", "basic", "pro", "enterprise"],
+    "segment": ["consumer", "smb", "mid_market", "enterprise", "education", "nonprofit"],
+}
+# Skew of each dimension's frequencies: index = floor(K * u ** skew), so the first values are
+# the most common (skew 1 is uniform).
+SKEW = {
+    "platform": 1.3,
+    "app_version": 1.4,
+    "country": 1.8,
+    "channel": 1.6,
+    "category": 1.5,
+    "store": 1.2,
+    "plan": 2.0,
+    "segment": 1.5,
+}
+MEASUREMENTS = ("product", "api", "wisepizza")
+
+
+# --------------------------------------------------------------------------------------------
+# data
+
+
+def parse_rows(text: str) -> int:
+    """``1M`` -> 1_000_000, ``300k`` -> 300_000, ``2500`` -> 2500."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmM]?)\s*", text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"bad row count {text!r}: use e.g. 1M, 300k, 2500")
+    mult = {"": 1, "k": 1_000, "m": 1_000_000}[m.group(2).lower()]
+    return int(float(m.group(1)) * mult)
+
+
+def rows_label(n: int) -> str:
+    if n % 1_000_000 == 0:
+        return f"{n // 1_000_000}M"
+    if n % 1_000 == 0:
+        return f"{n // 1_000}k"
+    return str(n)
+
+
+_TAGS: dict[str, int] = {}
+
+
+def _u(tag: str) -> str:
+    """SQL for a uniform (0, 1) draw per row ``i``, deterministic and independent per ``tag``.
+
+    ``hash(i, 'tag')`` would not do: DuckDB combines the two hashes so that draws of one row
+    under different tags are correlated. One integer hash per (row, tag) is well mixed.
+    """
+    k = _TAGS.setdefault(tag, len(_TAGS) + 1)
+    return f"((hash(i * 64 + {k}) >> 11) + 0.5) / 9007199254740992.0"
+
+
+def _pick(name: str, labels: list[str]) -> str:
+    """SQL choosing one of ``labels`` per row with a skewed frequency."""
+    k = len(labels)
+    items = ", ".join("'" + v.replace("'", "''") + "'" for v in labels)
+    idx = f"least({k - 1}, CAST(floor({k} * pow({_u(name)}, {SKEW[name]})) AS INTEGER))"
+    return f"[{items}][1 + {idx}] AS {name}"
+
+
+def generate(rows: int, folder: Path) -> dict[str, Any]:
+    """Write ``events.csv`` and ``users.csv`` into ``folder``; returns sizes and seconds."""
+    import duckdb
+
+    folder.mkdir(parents=True, exist_ok=True)
+    users = max(1_000, rows // 20)
+    t0 = time.perf_counter()
+    con = duckdb.connect()
+    try:
+        picks = ",\n  ".join(_pick(n, v) for n, v in DIMS.items())
+        z = f"sqrt(-2 * ln({_u('r1')})) * cos(2 * pi() * {_u('r2')})"
+        platform_mult = "CASE platform WHEN 'ios' THEN 1.25 WHEN 'android' THEN 1.0 ELSE 0.8 END"
+        country_mult = "CASE country WHEN 'US' THEN 1.4 WHEN 'IN' THEN 0.5 ELSE 1.0 END"
+        planted = " AND ".join(f"{k} = '{v}'" for k, v in PLANTED.items())
+        sql = f"""
+COPY (
+  WITH base AS (
+    SELECT
+      DATE '{START.isoformat()}' + CAST(floor({DAYS} * {_u("date")}) AS INTEGER) AS date,
+      1 + CAST(floor({users} * pow({_u("user")}, 1.3)) AS BIGINT) AS user_id,
+      {picks},
+      {_u("buy")} AS u_buy,
+      {z} AS z
+    FROM range({rows}) t(i)
+  )
+  SELECT date, user_id, {", ".join(DIMS)},
+    CASE WHEN u_buy < 0.35 THEN round(
+      exp(2.8 + 0.9 * z) * {platform_mult} * {country_mult}
+      * (1 + 0.005 * ((date - DATE '{START.isoformat()}') // 7))
+      * (CASE WHEN date >= DATE '{COMPARISON[0]}' AND {planted} THEN {PLANTED_FACTOR} ELSE 1 END),
+      2) ELSE 0 END AS revenue
+  FROM base
+) TO '{folder / "events.csv"}' (HEADER, DELIMITER ',')
+"""
+        con.execute(sql)
+        user_picks = ",\n  ".join(_pick(n, v) for n, v in USER_DIMS.items())
+        con.execute(
+            f"COPY (SELECT i AS user_id, {user_picks} FROM range(1, {users + 1}) t(i)) "
+            f"TO '{folder / 'users.csv'}' (HEADER, DELIMITER ',')"
+        )
+    finally:
+        con.close()
+    seconds = time.perf_counter() - t0
+    return {
+        "rows": rows,
+        "users": users,
+        "generator_version": GENERATOR_VERSION,
+        "seconds_generate": round(seconds, 2),
+        "events_csv_mb": round((folder / "events.csv").stat().st_size / 1024**2, 1),
+        "users_csv_mb": round((folder / "users.csv").stat().st_size / 1024**2, 1),
+    }
+
+
+def ensure_data(rows: int, work: Path, regenerate: bool) -> tuple[Path, dict[str, Any]]:
+    """The data folder for ``rows``, generated unless an identical one is there."""
+    folder = work / f"data_{rows_label(rows)}"
+    meta_path = work / f"data_{rows_label(rows)}.meta.json"
+    if not regenerate and meta_path.is_file() and (folder / "events.csv").is_file():
+        meta = json.loads(meta_path.read_text())
+        if meta.get("rows") == rows and meta.get("generator_version") == GENERATOR_VERSION:
+            meta["reused"] = True
+            return folder, meta
+    shutil.rmtree(folder, ignore_errors=True)
+    meta = generate(rows, folder)
+    meta_path.write_text(json.dumps(meta, indent=1) + "\n")
+    meta["reused"] = False
+    return folder, meta
+
+
+# --------------------------------------------------------------------------------------------
+# measuring a child process
+
+_WRAPPER = r"""
+import json, resource, subprocess, sys, time
+cmd, out, limit = json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+def cap():
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+t = time.perf_counter()
+with open(out + ".stdout", "wb") as so, open(out + ".stderr", "wb") as se:
+    rc = subprocess.call(cmd, stdout=so, stderr=se, preexec_fn=cap if limit else None)
+wall = time.perf_counter() - t
+ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+with open(out, "w") as f:
+    json.dump({"rc": rc, "seconds": wall, "peak_rss_mb": ru.ru_maxrss / 1024,
+               "cpu_user_s": ru.ru_utime, "cpu_sys_s": ru.ru_stime}, f)
+"""
+
+
+def _tail(path: Path, chars: int = 1500) -> str:
+    try:
+        return path.read_text(errors="replace")[-chars:]
+    except OSError:
+        return ""
+
+
+def measure(
+    cmd: list[str], result: Path, timeout: float, mem_limit_gb: float = 0, cwd: Path = REPO
+) -> dict[str, Any]:
+    """Run ``cmd`` under a fresh wrapper; wall seconds, peak RSS (MB) of the child, exit code.
+
+    The wrapper's own ``RUSAGE_CHILDREN`` covers only this command (and anything it waited
+    for), so measurements do not leak into each other. stdout/stderr go to ``result``.stdout /
+    .stderr. ``mem_limit_gb`` > 0 caps the child's address space (``RLIMIT_AS``), so a tool
+    that would exhaust the machine's memory fails alone instead of waking the OOM killer.
+    """
+    result.parent.mkdir(parents=True, exist_ok=True)
+    limit = int(mem_limit_gb * 1024**3)
+    for p in (result, result.with_name(result.name + ".stdout")):
+        p.unlink(missing_ok=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _WRAPPER, json.dumps(cmd), str(result), str(limit)],
+        cwd=cwd,
+        start_new_session=True,
+    )
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the wrapper's own session: it and its child
+        proc.wait()
+        return {"rc": None, "error": f"timeout after {timeout:g} s", "seconds": None}
+    if not result.is_file():
+        return {"rc": proc.returncode, "error": "the wrapper wrote no result", "seconds": None}
+    out = json.loads(result.read_text())
+    out["seconds"] = round(out["seconds"], 2)
+    out["peak_rss_mb"] = round(out["peak_rss_mb"], 1)
+    if limit:
+        out["mem_limit_gb"] = mem_limit_gb
+    if out["rc"] != 0:
+        out["error"] = f"exit code {out['rc']}"
+        out["stderr_tail"] = _tail(result.with_name(result.name + ".stderr"))
+        if limit and "MemoryError" in out["stderr_tail"]:
+            out["error"] = f"out of memory (address-space cap {mem_limit_gb:g} GB)"
+        out["stdout_tail"] = _tail(result.with_name(result.name + ".stdout"), 600)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# the three measurements
+
+
+def _strip_table(key: str) -> str:
+    return key.rsplit(".", 1)[-1]
+
+
+def planted_rank(segments: list[dict[str, Any]]) -> int | None:
+    """1-based rank of the planted cause among ``segments`` ({column: value}), or None."""
+    want = {(k, value_text(v)) for k, v in PLANTED.items()}
+    for i, seg in enumerate(segments, 1):
+        got = {(_strip_table(str(k)), value_text(v)) for k, v in seg.items()}
+        if got == want:
+            return i
+    return None
+
+
+def drilldown_command(explicit: str | None) -> list[str]:
+    if explicit:
+        return explicit.split()
+    beside = Path(sys.executable).with_name("drilldown")
+    if beside.is_file():
+        return [str(beside)]
+    found = shutil.which("drilldown")
+    return [found] if found else [sys.executable, "-m", "flows.cli"]
+
+
+def run_product(data: Path, work: Path, drilldown: list[str], timeout: float) -> dict[str, Any]:
+    out_dir = work / f"out_product_{data.name.removeprefix('data_')}"
+    shutil.rmtree(out_dir, ignore_errors=True)
+    cmd = [
+        *drilldown,
+        "investigate",
+        str(data),
+        "--metric",
+        "sum(revenue)",
+        "--time-column",
+        "date",
+        "--baseline",
+        ":".join(BASELINE),
+        "--comparison",
+        ":".join(COMPARISON),
+        "--offline",
+        "--out",
+        str(out_dir),
+    ]
+    res = measure(cmd, work / "measure" / f"product_{data.name}.json", timeout)
+    res["command"] = " ".join(cmd)
+    result_json = out_dir / "result.json"
+    res["wrote_result_json"] = result_json.is_file()
+    res["wrote_report_md"] = (out_dir / "report.md").is_file()
+    if result_json.is_file():
+        try:
+            result = json.loads(result_json.read_text())
+            causes = [c.get("segment", {}) for c in result.get("root_causes", [])]
+            res["root_causes"] = causes[:5]
+            res["planted_rank"] = planted_rank(causes)
+            res["planted_first"] = res["planted_rank"] == 1
+        except (ValueError, AttributeError) as e:
+            res["result_json_error"] = str(e)
+    return res
+
+
+def run_api(data: Path, work: Path, timeout: float) -> dict[str, Any]:
+    out = work / "measure" / f"api_{data.name}.child.json"
+    cmd = [sys.executable, "-m", "benchmarks.scale", "--child", "api", "--data", str(data)]
+    cmd += ["--child-out", str(out), "--work", str(work)]
+    out.unlink(missing_ok=True)
+    res = measure(cmd, work / "measure" / f"api_{data.name}.json", timeout)
+    if out.is_file():
+        res.update(json.loads(out.read_text()))
+    return res
+
+
+def run_wisepizza(
+    data: Path, work: Path, timeout: float, min_segments: int, mem_limit_gb: float
+) -> dict[str, Any]:
+    out = work / "measure" / f"wisepizza_{data.name}.child.json"
+    cmd = [sys.executable, "-m", "benchmarks.scale", "--child", "wisepizza", "--data", str(data)]
+    cmd += ["--child-out", str(out), "--min-segments", str(min_segments)]
+    out.unlink(missing_ok=True)
+    res = measure(cmd, work / "measure" / f"wisepizza_{data.name}.json", timeout, mem_limit_gb)
+    if out.is_file():
+        res.update(json.loads(out.read_text()))
+    return res
+
+
+# --------------------------------------------------------------------------------------------
+# children (run as: python -m benchmarks.scale --child api|wisepizza ...)
+
+
+def child_api(data: Path, work: Path) -> dict[str, Any]:
+    from tasks.engine import explain_change
+    from tasks.engine.spec import Aggregate, DateRange, Metric, Periods, Question
+    from tasks.load import load_files
+
+    db = work / f"api_{data.name}.duckdb"
+    for p in (db, db.with_name(db.name + ".wal")):
+        p.unlink(missing_ok=True)
+    t0 = time.perf_counter()
+    load_files([data], db)
+    t_load = time.perf_counter() - t0
+    question = Question(
+        metric=Metric(table="events", numerator=Aggregate(fn="sum", column="revenue")),
+        periods=Periods(
+            time_column="date",
+            baseline=DateRange(start=BASELINE[0], end=BASELINE[1]),
+            comparison=DateRange(start=COMPARISON[0], end=COMPARISON[1]),
+        ),
+    )
+    t0 = time.perf_counter()
+    expl = explain_change(db, question)
+    t_explain = time.perf_counter() - t0
+    causes = [dict(c.segment) for c in expl.root_causes]
+    db.unlink(missing_ok=True)
+    return {
+        "seconds_load": round(t_load, 2),
+        "seconds_explain": round(t_explain, 2),
+        "dimensions": list(expl.dimensions),
+        "root_causes": [{k: value_text(v) for k, v in c.items()} for c in causes[:5]],
+        "planted_rank": planted_rank(causes),
+        "planted_first": planted_rank(causes) == 1,
+        "engine_stats": json.loads(json.dumps(expl.stats, default=str)),
+    }
+
+
+def child_wisepizza(data: Path, min_segments: int) -> dict[str, Any]:
+    import pandas as pd
+    from wise_pizza import explain_changes_in_totals
+
+    dims = [*DIMS, *USER_DIMS]
+    t0 = time.perf_counter()
+    events = pd.read_csv(data / "events.csv")
+    users = pd.read_csv(data / "users.csv")
+    t_read = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    df = events.merge(users, on="user_id", how="left")
+    date = df["date"].astype(str)
+
+    def week(lo: str, hi: str) -> pd.DataFrame:
+        part = df[(date >= lo) & (date <= hi)]
+        return (
+            part.groupby(dims, observed=True)
+            .agg(revenue=("revenue", "sum"), rows=("revenue", "size"))
+            .reset_index()
+        )
+
+    df1, df2 = week(*BASELINE), week(*COMPARISON)
+    t_agg = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    sf = explain_changes_in_totals(
+        df1,
+        df2,
+        dims=dims,
+        total_name="revenue",
+        size_name="rows",
+        max_depth=2,
+        min_segments=min_segments,
+        how="totals",
+        solver="lasso",
+    )
+    t_solve = time.perf_counter() - t0
+    segments = [{str(k): value_text(v) for k, v in s["segment"].items()} for s in sf.segments]
+    impacts = [float(s.get("impact", float("nan"))) for s in sf.segments]
+    return {
+        "seconds_read_csv": round(t_read, 2),
+        "seconds_aggregate": round(t_agg, 2),
+        "seconds_wisepizza": round(t_solve, 2),
+        "seconds_without_read": round(t_agg + t_solve, 2),
+        "seconds_with_read": round(t_read + t_agg + t_solve, 2),
+        "segment_rows": [len(df1), len(df2)],
+        "dims": dims,
+        "min_segments": min_segments,
+        "segments": segments[:10],
+        "impacts": impacts[:10],
+        "planted_rank": planted_rank(segments),
+        "planted_rank_by_abs_impact": planted_rank(
+            [s for _, s in sorted(zip(impacts, segments, strict=True), key=lambda t: -abs(t[0]))]
+        ),
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# report
+
+
+def _n(x: Any, digits: int = 1) -> str:
+    if x is None:
+        return "–"
+    if isinstance(x, float):
+        return f"{x:.{digits}f}"
+    return str(x)
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return f"{a / b:.2f}" if a and b else "–"
+
+
+def markdown_table(runs: list[dict[str, Any]], facts: dict[str, Any]) -> str:
+    lines = [
+        "| rows | events.csv MB | product `investigate` s | product peak MB | planted cause 1st "
+        "| API load s | API explain s | wise-pizza s (read + agg + fit) | wise-pizza s w/o read "
+        "| wise-pizza peak MB | product / wise-pizza (w/ read, w/o read) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in runs:
+        p, a, w = r.get("product", {}), r.get("api", {}), r.get("wisepizza", {})
+        if p.get("error"):
+            prod_s = f"error ({p['error']})"
+        else:
+            prod_s = _n(p.get("seconds"))
+        planted = p.get("planted_first")
+        if planted is None and "planted_first" in a:
+            planted = f"{a['planted_first']} (API)"
+        wp_parts = (
+            w.get("seconds_read_csv"),
+            w.get("seconds_aggregate"),
+            w.get("seconds_wisepizza"),
+        )
+        if w.get("seconds_with_read") is not None:
+            wp = f"{_n(w.get('seconds_with_read'))} ({' + '.join(_n(x) for x in wp_parts)})"
+        elif w.get("error") or w.get("skipped"):
+            wp = f"failed: {w.get('error') or w['skipped']}"
+        else:
+            wp = "–"
+        prod = p.get("seconds") if not p.get("error") else None
+        lines.append(
+            f"| {rows_label(r['rows'])} | {_n(r['data'].get('events_csv_mb'))} | {prod_s} "
+            f"| {_n(p.get('peak_rss_mb'), 0)} | {_n(planted)} | {_n(a.get('seconds_load'))} "
+            f"| {_n(a.get('seconds_explain'))} | {wp} | {_n(w.get('seconds_without_read'))} "
+            f"| {_n(w.get('peak_rss_mb'), 0)} "
+            f"| {_ratio(prod, w.get('seconds_with_read'))}, "
+            f"{_ratio(prod, w.get('seconds_without_read'))} |"
+        )
+    lines.append("")
+    lines.append(f"Machine: {machine_line(facts)}.")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+# command line
+
+
+def _write(out: Path, payload: dict[str, Any]) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(json.dumps(payload, indent=1, default=str) + "\n")
+    tmp.replace(out)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("--rows", default="1M,3M,10M", help="comma-separated sizes (1M,3M,10M)")
+    ap.add_argument("--work", type=Path, default=Path("/tmp/md_scale"), help="data + outputs")
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/scale.json"))
+    ap.add_argument(
+        "--only", default=",".join(MEASUREMENTS), help="measurements: product,api,wisepizza"
+    )
+    ap.add_argument("--min-segments", type=int, default=5, help="wise-pizza min_segments (5)")
+    ap.add_argument("--timeout", type=float, default=3600.0, help="seconds per measurement")
+    ap.add_argument(
+        "--wisepizza-mem-gb",
+        type=float,
+        default=16.0,
+        help="address-space cap for the wise-pizza child, GB (16; 0: none)",
+    )
+    ap.add_argument("--drilldown", help="the drilldown command (default: beside this python)")
+    ap.add_argument("--regenerate", action="store_true", help="rewrite the CSVs even if present")
+    ap.add_argument("--generate-only", action="store_true", help="write the data and stop")
+    ap.add_argument("--child", choices=["api", "wisepizza"], help=argparse.SUPPRESS)
+    ap.add_argument("--data", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--child-out", type=Path, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+
+    if args.child:
+        if args.child == "api":
+            res = child_api(args.data, args.work)
+        else:
+            res = child_wisepizza(args.data, args.min_segments)
+        args.child_out.write_text(json.dumps(res, indent=1, default=str) + "\n")
+        return 0
+
+    sizes = [parse_rows(s) for s in args.rows.split(",") if s.strip()]
+    only = {m.strip() for m in args.only.split(",") if m.strip()}
+    if unknown := only - set(MEASUREMENTS):
+        raise SystemExit(f"--only: unknown measurement(s) {sorted(unknown)}")
+    args.work.mkdir(parents=True, exist_ok=True)
+    facts = machine_facts("pandas", "wise-pizza", "scikit-learn")
+    drilldown = drilldown_command(args.drilldown)
+    payload: dict[str, Any] = {
+        "run": {
+            "argv": sys.argv if argv is None else ["benchmarks.scale", *argv],
+            "work": str(args.work),
+            "baseline": BASELINE,
+            "comparison": COMPARISON,
+            "planted": {**PLANTED, "factor": PLANTED_FACTOR},
+            "wisepizza": {"max_depth": 2, "min_segments": args.min_segments, "how": "totals"},
+            "machine": facts,
+        },
+        "runs": [],
+    }
+    failed_oom: dict[str, str] = {}  # measurement -> size it ran out of memory at
+    for rows in sorted(sizes):
+        print(f"== {rows_label(rows)} rows", flush=True)
+        data, meta = ensure_data(rows, args.work, args.regenerate)
+        verb = "reused" if meta["reused"] else f"generated in {meta['seconds_generate']} s"
+        print(f"   data {data}: {verb}, events.csv {meta['events_csv_mb']} MB", flush=True)
+        run: dict[str, Any] = {"rows": rows, "data": meta}
+        payload["runs"].append(run)
+        if args.generate_only:
+            continue
+        steps = [
+            ("product", lambda d=data: run_product(d, args.work, drilldown, args.timeout)),
+            ("api", lambda d=data: run_api(d, args.work, args.timeout)),
+            (
+                "wisepizza",
+                lambda d=data: run_wisepizza(
+                    d, args.work, args.timeout, args.min_segments, args.wisepizza_mem_gb
+                ),
+            ),
+        ]
+        for name, step in steps:
+            if name not in only:
+                continue
+            if name in failed_oom:
+                run[name] = {"skipped": f"out of memory at {failed_oom[name]} rows already"}
+                print(f"   {name}: skipped ({run[name]['skipped']})", flush=True)
+                continue
+            res = step()
+            if "out of memory" in str(res.get("error")):
+                failed_oom[name] = rows_label(rows)
+            run[name] = res
+            _write(args.out, payload)
+            brief = {
+                k: res.get(k)
+                for k in (
+                    "seconds",
+                    "peak_rss_mb",
+                    "error",
+                    "planted_rank",
+                    "seconds_load",
+                    "seconds_explain",
+                    "seconds_with_read",
+                    "seconds_without_read",
+                )
+                if res.get(k) is not None
+            }
+            print(f"   {name}: {brief}", flush=True)
+            if res.get("error") and res.get("stderr_tail"):
+                print("      " + res["stderr_tail"].strip().splitlines()[-1][:300], flush=True)
+    _write(args.out, payload)
+    print()
+    print(markdown_table(payload["runs"], facts))
+    print(f"\nwrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
