@@ -2,25 +2,25 @@
 
 A metric can move because the business moved, or because the data did: a period the data does
 not fully cover, days that were never loaded, one segment missing for a few days, a column that
-suddenly went NULL, rows loaded twice. :func:`check_quality` looks for those five defects with a
-handful of single-pass queries (never one query per value) on the sandboxed connection, applying
-the metric's filters everywhere. Every issue carries the exact SQL and parameters it came from.
+suddenly went NULL, rows loaded twice. :func:`check_quality` looks for those five defects with at
+most four single-pass queries (never one query per value) on the sandboxed connection, applying
+the metric's filters to every one. Every issue carries the exact SQL and parameters it came from.
 
-Queries (date periods; label periods run only the last two):
+Queries (label periods run only the last two):
 
-1. coverage: first/last value of the time column and its row count -> ``partial_period``;
-2. rows per day inside the periods -> ``missing_days``;
-3. rows per day and per dimension value, all dimensions at once through ``GROUPING SETS`` ->
-   ``segment_missing_days``;
-4. non-NULL counts per period for the dimensions and the metric's columns -> ``null_spike``;
-5. rows and distinct rows per period (``count(DISTINCT hash(all columns))``) ->
-   ``duplicate_rows``.
+1. coverage: first/last value of the time column -> ``partial_period``;
+2. rows per day, overall and per value of every dimension at once (``GROUPING SETS``, reduced
+   in SQL to the values worth checking) -> ``missing_days`` and ``segment_missing_days``;
+3. rows and non-NULL counts per period of the dimensions and the metric's columns ->
+   ``null_spike``;
+4. rows and duplicates per period, grouping rows by a hash of all their columns (on a hash
+   sample above a million rows) -> ``duplicate_rows``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import Any, Literal
@@ -36,7 +36,6 @@ from tasks.engine.result import DataQualityIssue, Evidence
 from tasks.engine.spec import DateRange, Question
 
 Which = Literal["baseline", "comparison"]
-Severity = Literal["info", "warning", "error"]
 WHICH: tuple[Which, Which] = ("baseline", "comparison")
 
 MAX_LISTED_DAYS = 10
@@ -47,6 +46,8 @@ SEGMENT_MIN_PRESENCE = 0.8
 """...and has rows on at least this share of the baseline days that have data."""
 MAX_SEGMENT_ISSUES = 20
 """Most ``segment_missing_days`` issues reported (largest expected row loss first)."""
+MAX_SEGMENT_DIMENSIONS = 32
+"""Dimensions checked for missing days (the first ones given; ``GROUPING`` is a bit mask)."""
 NULL_MIN_POINTS = 0.05
 """A null rate must move by at least 5 percentage points..."""
 NULL_MIN_RATIO = 2.0
@@ -136,6 +137,11 @@ class _Scope:
             metric_columns=metric_cols,
         )
 
+    @property
+    def segment_dimensions(self) -> tuple[Column, ...]:
+        """The dimensions whose values are checked for missing days."""
+        return self.dimensions[:MAX_SEGMENT_DIMENSIONS]
+
     def range(self, which: Which) -> DateRange:
         """The date range of one period (date periods only)."""
         r = getattr(self.question.periods, which)
@@ -156,7 +162,8 @@ class _Scope:
         return args | extra
 
 
-def _unique(cols: Any) -> tuple[Column, ...]:
+def _unique(cols: Iterable[Column]) -> tuple[Column, ...]:
+    """Columns in order, each reference once."""
     seen: dict[str, Column] = {}
     for c in cols:
         seen.setdefault(c.ref, c)
@@ -170,6 +177,7 @@ class _Query:
         self.scope = scope
         self.src = Source(scope.ctx, scope.table)
         self.params = Params()
+        self._bound: dict[object, exp.Expression] = {}
         self.filters = where_clause(
             scope.ctx, self.src, list(scope.question.metric.filters), self.params
         )
@@ -184,6 +192,12 @@ class _Query:
         c = self.col(self.scope.time)
         return c if self.scope.time.kind == "date" else exp.cast(c, exp.DataType.build("DATE"))
 
+    def value(self, key: object, value: Any) -> exp.Expression:
+        """A placeholder for ``value``, bound once per ``key`` and reused across the query."""
+        if key not in self._bound:
+            self._bound[key] = self.params.bind(value)
+        return self._bound[key].copy()
+
     def in_period(self, which: Which) -> exp.Expression:
         """Condition: the row belongs to one period (date range or label)."""
         s = self.scope
@@ -192,26 +206,30 @@ class _Query:
             c = self.col(s.time)
             if s.time.kind == "date":
                 return exp.Between(
-                    this=c, low=self.params.bind(r.start), high=self.params.bind(r.end)
+                    this=c,
+                    low=self.value((which, "start"), r.start),
+                    high=self.value((which, "end"), r.end),
                 )
             lo = datetime.combine(r.start, datetime.min.time())
             hi = datetime.combine(r.end + timedelta(days=1), datetime.min.time())
             return exp.and_(
-                exp.GTE(this=c, expression=self.params.bind(lo)),
-                exp.LT(this=c.copy(), expression=self.params.bind(hi)),
+                exp.GTE(this=c, expression=self.value((which, "from"), lo)),
+                exp.LT(this=c.copy(), expression=self.value((which, "until"), hi)),
             )
         assert s.period is not None
         label = getattr(s.question.periods, which)
         c = self.col(s.period)
         if s.period.kind != "text":
             c = exp.cast(c, exp.DataType.build("VARCHAR"))
-        return exp.EQ(this=c, expression=self.params.bind(label))
+        return exp.EQ(this=c, expression=self.value((which, "label"), label))
 
     def day_in(self, column: exp.Expression, which: Which) -> exp.Expression:
         """Condition on an already computed DATE column: it falls in one date period."""
         r = self.scope.range(which)
         return exp.Between(
-            this=column.copy(), low=self.params.bind(r.start), high=self.params.bind(r.end)
+            this=column.copy(),
+            low=self.value((which, "start"), r.start),
+            high=self.value((which, "end"), r.end),
         )
 
     def where(self, *conds: exp.Expression | None) -> exp.Expression | None:
@@ -306,8 +324,7 @@ def _coverage(scope: _Scope) -> _Coverage:
         exp.Count(this=t.copy()).as_("rows"),
     )
     out = q.run(q.base(sel).where(q.where()), max_rows=1)
-    raw_first, raw_last, rows = out.rows[0]
-    cov = _Coverage(_as_day(raw_first), _as_day(raw_last))
+    cov = _Coverage(_as_day(out.rows[0][0]), _as_day(out.rows[0][1]))
     for which in WHICH:
         issue = _partial(scope, which, cov, out)
         if issue is not None:
@@ -387,7 +404,7 @@ class _DayCounts:
 def _day_counts(scope: _Scope) -> _DayCounts:
     """Run the days query and sort its rows into day totals and per-segment presence."""
     tree, q = _days_query(scope)
-    k = len(scope.dimensions)
+    k = len(scope.segment_dimensions)
     b, c = scope.range("baseline"), scope.range("comparison")
     # day totals for both periods, plus for each steady value (at most 100 per dimension:
     # each holds >= 1% of rows) its comparison days and its first baseline day
@@ -411,7 +428,7 @@ def _day_counts(scope: _Scope) -> _DayCounts:
         seg = segments.get((i, value))
         if seg is None:
             seg = _SegmentDays(
-                scope.dimensions[i],
+                scope.segment_dimensions[i],
                 value,
                 row[idx["seg_baseline_rows"]],
                 row[idx["seg_baseline_days"]],
@@ -433,7 +450,7 @@ def _days_query(scope: _Scope) -> tuple[exp.Select, _Query]:
     """
     q = _Query(scope)
     day = q.day()
-    dims = [q.col(d) for d in scope.dimensions]
+    dims = [q.col(d) for d in scope.segment_dimensions]
     full = 2 ** len(dims) - 1
     sets = [exp.Tuple(expressions=[day.copy()])] + [
         exp.Tuple(expressions=[day.copy(), d.copy()]) for d in dims
@@ -497,7 +514,7 @@ def _days_query(scope: _Scope) -> tuple[exp.Select, _Query]:
 
 
 def _days_arguments(scope: _Scope) -> dict[str, Any]:
-    dims = [d.ref for d in scope.dimensions]
+    dims = [d.ref for d in scope.segment_dimensions]
     return {"dimensions": dims, "columns": {f"d{i}": d for i, d in enumerate(dims)}}
 
 
@@ -538,7 +555,7 @@ def _missing_issue(
         f"No rows on {n} of the {covered} days of the {which} period {r.label} that lie in the "
         f"data's range {cov.first}..{cov.last} ({_list_days(missing)}); {tail}"
     )
-    full = 2 ** len(scope.dimensions) - 1
+    full = 2 ** len(scope.segment_dimensions) - 1
     return DataQualityIssue(
         kind="missing_days",
         message=message,
@@ -590,7 +607,7 @@ def _segment_issue(
     """One ``segment_missing_days`` issue."""
     comp = scope.range("comparison")
     value = jsonable(seg.value)
-    name = f"{seg.dim.ref} = {value!r}"
+    name = f"{seg.dim.ref} = {value!r}" if value is not None else f"{seg.dim.ref} = NULL"
     before = f"it had rows on {seg.baseline_days} of {days.baseline_days} baseline days"
     if len(missing) == data_days:
         message = (
