@@ -333,9 +333,46 @@ def _seconds(values: list[float | None]) -> dict[str, float | None]:
     }
 
 
+def error_kinds(recs: list[dict[str, Any]]) -> dict[str, int]:
+    """Why predictions missed: each FP and FN by its relation to the other side.
+
+    A false positive is a *descendant* of a label (too specific), an *ancestor* (too general),
+    an unrelated *leaf* (a segment over every dimension: usually one noisy leaf), or
+    *unrelated*. A false negative is *covered by a descendant* / *by an ancestor* that was
+    predicted, or *missed* outright.
+    """
+    kinds: dict[str, int] = {}
+
+    def bump(key: str) -> None:
+        kinds[key] = kinds.get(key, 0) + 1
+
+    for r in recs:
+        pred, true = canonical_set(r["predicted"]), canonical_set(r["truth"])
+        for p in pred - true:
+            if any(p > t for t in true):
+                bump("fp_descendant")
+            elif any(p < t for t in true):
+                bump("fp_ancestor")
+            elif len(p) == len(r["dimensions"]):
+                bump("fp_unrelated_leaf")
+            else:
+                bump("fp_unrelated")
+        for t in true - pred:
+            if any(p > t for p in pred):
+                bump("fn_descendant_predicted")
+            elif any(p < t for p in pred):
+                bump("fn_ancestor_predicted")
+            else:
+                bump("fn_missed")
+        if not pred:
+            bump("cases_empty_prediction")
+    return dict(sorted(kinds.items()))
+
+
 def _summary_of(recs: list[dict[str, Any]]) -> dict[str, Any]:
     s = micro_scores((r["predicted"], r["truth"]) for r in recs)
     s["errors"] = sum(1 for r in recs if r["error"])
+    s["error_kinds"] = error_kinds(recs)
     s["seconds_load"] = _seconds([r["seconds_load"] for r in recs])
     s["seconds_explain"] = _seconds([r["seconds_explain"] for r in recs])
     return s
@@ -503,6 +540,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if len(summary["by_group"]) > len(summary["by_dataset"]):
         print()
         print(group_table(summary))
+    print()
+    print("Misses by kind (fp_descendant = too specific, fp_ancestor = too general):")
+    for name, s in summary["by_dataset"].items():
+        kinds = ", ".join(f"{k} {v}" for k, v in s["error_kinds"].items()) or "none"
+        print(f"- {name}: {kinds}")
     text = misses(records, limit=40)
     if text:
         print()

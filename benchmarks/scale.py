@@ -358,10 +358,12 @@ def run_product(data: Path, work: Path, drilldown: list[str], timeout: float) ->
     return res
 
 
-def run_api(data: Path, work: Path, timeout: float) -> dict[str, Any]:
+def run_api(data: Path, work: Path, timeout: float, query_timeout: float | None) -> dict[str, Any]:
     out = work / "measure" / f"api_{data.name}.child.json"
     cmd = [sys.executable, "-m", "benchmarks.scale", "--child", "api", "--data", str(data)]
     cmd += ["--child-out", str(out), "--work", str(work)]
+    if query_timeout:
+        cmd += ["--api-query-timeout", str(query_timeout)]
     out.unlink(missing_ok=True)
     res = measure(cmd, work / "measure" / f"api_{data.name}.json", timeout)
     if out.is_file():
@@ -386,7 +388,11 @@ def run_wisepizza(
 # children (run as: python -m benchmarks.scale --child api|wisepizza ...)
 
 
-def child_api(data: Path, work: Path) -> dict[str, Any]:
+def child_api(
+    data: Path, work: Path, out: Path, query_timeout: float | None = None
+) -> dict[str, Any]:
+    """Load, then explain; writes ``out`` after the load too, so a failed explain keeps it."""
+    from sql_tools._context import Limits, ToolContext
     from tasks.engine import explain_change
     from tasks.engine.spec import Aggregate, DateRange, Metric, Periods, Question
     from tasks.load import load_files
@@ -397,6 +403,8 @@ def child_api(data: Path, work: Path) -> dict[str, Any]:
     t0 = time.perf_counter()
     load_files([data], db)
     t_load = time.perf_counter() - t0
+    partial = {"seconds_load": round(t_load, 2), "query_timeout_s": query_timeout}
+    out.write_text(json.dumps(partial) + "\n")
     question = Question(
         metric=Metric(table="events", numerator=Aggregate(fn="sum", column="revenue")),
         periods=Periods(
@@ -405,13 +413,21 @@ def child_api(data: Path, work: Path) -> dict[str, Any]:
             comparison=DateRange(start=COMPARISON[0], end=COMPARISON[1]),
         ),
     )
+    limits = Limits(timeout_s=query_timeout) if query_timeout else None
     t0 = time.perf_counter()
-    expl = explain_change(db, question)
-    t_explain = time.perf_counter() - t0
+    try:
+        with ToolContext(db, limits) as ctx:
+            expl = explain_change(ctx, question)
+    finally:
+        t_explain = time.perf_counter() - t0
+        partial["seconds_until_failure"] = round(t_explain, 2)
+        out.write_text(json.dumps(partial) + "\n")
+        for p in (db, db.with_name(db.name + ".wal")):
+            p.unlink(missing_ok=True)
     causes = [dict(c.segment) for c in expl.root_causes]
-    db.unlink(missing_ok=True)
     return {
-        "seconds_load": round(t_load, 2),
+        **partial,
+        "seconds_until_failure": None,
         "seconds_explain": round(t_explain, 2),
         "dimensions": list(expl.dimensions),
         "root_causes": [{k: value_text(v) for k, v in c.items()} for c in causes[:5]],
@@ -495,6 +511,13 @@ def _ratio(a: float | None, b: float | None) -> str:
     return f"{a / b:.2f}" if a and b else "–"
 
 
+def _why(res: dict[str, Any]) -> str:
+    """The error of a failed measurement: the last line of its stderr, else the exit code."""
+    lines = [ln.strip() for ln in (res.get("stderr_tail") or "").splitlines() if ln.strip()]
+    text = lines[-1] if lines and "out of memory" not in str(res.get("error")) else res["error"]
+    return text.replace("|", "/")[:90]
+
+
 def markdown_table(runs: list[dict[str, Any]], facts: dict[str, Any]) -> str:
     lines = [
         "| rows | events.csv MB | product `investigate` s | product peak MB | planted cause 1st "
@@ -505,7 +528,7 @@ def markdown_table(runs: list[dict[str, Any]], facts: dict[str, Any]) -> str:
     for r in runs:
         p, a, w = r.get("product", {}), r.get("api", {}), r.get("wisepizza", {})
         if p.get("error"):
-            prod_s = f"error ({p['error']})"
+            prod_s = f"failed: {_why(p)}"
         else:
             prod_s = _n(p.get("seconds"))
         planted = p.get("planted_first")
@@ -519,14 +542,21 @@ def markdown_table(runs: list[dict[str, Any]], facts: dict[str, Any]) -> str:
         if w.get("seconds_with_read") is not None:
             wp = f"{_n(w.get('seconds_with_read'))} ({' + '.join(_n(x) for x in wp_parts)})"
         elif w.get("error") or w.get("skipped"):
-            wp = f"failed: {w.get('error') or w['skipped']}"
+            wp = f"failed: {_why(w) if w.get('error') else w['skipped']}"
         else:
             wp = "–"
+        if a.get("error"):
+            until = a.get("seconds_until_failure")
+            api_s = f"failed{f' after {until:g} s' if until else ''}: {_why(a)}"
+        else:
+            api_s = _n(a.get("seconds_explain"))
+        if a.get("query_timeout_s"):
+            api_s += f" (query limit {a['query_timeout_s']:g} s)"
         prod = p.get("seconds") if not p.get("error") else None
         lines.append(
             f"| {rows_label(r['rows'])} | {_n(r['data'].get('events_csv_mb'))} | {prod_s} "
             f"| {_n(p.get('peak_rss_mb'), 0)} | {_n(planted)} | {_n(a.get('seconds_load'))} "
-            f"| {_n(a.get('seconds_explain'))} | {wp} | {_n(w.get('seconds_without_read'))} "
+            f"| {api_s} | {wp} | {_n(w.get('seconds_without_read'))} "
             f"| {_n(w.get('peak_rss_mb'), 0)} "
             f"| {_ratio(prod, w.get('seconds_with_read'))}, "
             f"{_ratio(prod, w.get('seconds_without_read'))} |"
@@ -564,6 +594,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="address-space cap for the wise-pizza child, GB (16; 0: none)",
     )
     ap.add_argument("--drilldown", help="the drilldown command (default: beside this python)")
+    ap.add_argument(
+        "--api-query-timeout",
+        type=float,
+        help="api only: per-query time limit of the engine's ToolContext, s (default: the "
+        "product's, 15); raise it to see what the engine would take without that guard",
+    )
     ap.add_argument("--regenerate", action="store_true", help="rewrite the CSVs even if present")
     ap.add_argument("--generate-only", action="store_true", help="write the data and stop")
     ap.add_argument("--child", choices=["api", "wisepizza"], help=argparse.SUPPRESS)
@@ -573,7 +609,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if args.child:
         if args.child == "api":
-            res = child_api(args.data, args.work)
+            res = child_api(args.data, args.work, args.child_out, args.api_query_timeout)
         else:
             res = child_wisepizza(args.data, args.min_segments)
         args.child_out.write_text(json.dumps(res, indent=1, default=str) + "\n")
@@ -610,7 +646,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             continue
         steps = [
             ("product", lambda d=data: run_product(d, args.work, drilldown, args.timeout)),
-            ("api", lambda d=data: run_api(d, args.work, args.timeout)),
+            ("api", lambda d=data: run_api(d, args.work, args.timeout, args.api_query_timeout)),
             (
                 "wisepizza",
                 lambda d=data: run_wisepizza(

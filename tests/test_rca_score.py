@@ -196,3 +196,29 @@ def test_harness_records_a_crash_as_an_empty_prediction(tmp_path):
     assert rec["predicted"] == [] and (rec["tp"], rec["fp"], rec["fn"]) == (0, 0, 1)
     assert rec["seconds_load"] is not None and rec["seconds_explain"] is None
     assert "B0__x" in rca.misses([rec])
+
+
+def test_error_kinds_name_why_predictions_missed():
+    recs = [
+        {
+            "dimensions": ["a", "b", "c"],
+            "truth": [{"a": "a1"}, {"b": "b1", "c": "c1"}, {"c": "c9"}],
+            "predicted": [
+                {"a": "a1", "b": "b2"},  # too specific: descendant of a=a1
+                {"b": "b1"},  # too general: ancestor of b=b1&c=c1
+                {"a": "a3", "b": "b3", "c": "c3"},  # an unrelated leaf
+                {"a": "a4"},  # unrelated
+            ],
+        },
+        {"dimensions": ["a"], "truth": [{"a": "a1"}], "predicted": []},
+    ]
+    assert rca.error_kinds(recs) == {
+        "cases_empty_prediction": 1,
+        "fn_ancestor_predicted": 1,
+        "fn_descendant_predicted": 1,
+        "fn_missed": 2,
+        "fp_ancestor": 1,
+        "fp_descendant": 1,
+        "fp_unrelated": 1,
+        "fp_unrelated_leaf": 1,
+    }
