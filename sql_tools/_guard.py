@@ -30,6 +30,8 @@ ALLOWED_FUNCTIONS = frozenset(
         "greatest",
         "least",
         "grouping",
+        "approx_count_distinct",
+        "approx_distinct",
         "case",
         "if",
     }

@@ -201,6 +201,17 @@ class _Sql:
         return self.src.apply(exp.select(*sel)).where(self.where.copy())
 
     @property
+    def has_denominator(self) -> bool:
+        """False when every row's denominator is 1 (its statistics follow from the row counts)."""
+        m = self.q.metric
+        return m.denominator is not None or m.numerator.fn == "avg"
+
+    def stat_names(self) -> list[str]:
+        """The per-period statistics the leaves query returns."""
+        names = STATS if self.distinct or self.has_denominator else ("n", "qn", "rows")
+        return [f"{s}{p}" for s in names for p in ("b", "c")]
+
+    @property
     def distinct(self) -> bool:
         m = self.q.metric
         return m.numerator.fn == "count_distinct" or (
@@ -218,19 +229,22 @@ class _Sql:
                 n, d = _col("__n"), _col("__d")
                 aggs += [
                     exp.alias_(_filtered_sum(n, p), f"n{suffix}"),
-                    exp.alias_(_filtered_sum(d, p), f"d{suffix}"),
                     exp.alias_(
                         _filtered_sum(exp.Mul(this=n, expression=n.copy()), p), f"qn{suffix}"
                     ),
-                    exp.alias_(
-                        _filtered_sum(exp.Mul(this=d, expression=d.copy()), p), f"qd{suffix}"
-                    ),
-                    exp.alias_(
-                        _filtered_sum(exp.Mul(this=n.copy(), expression=d.copy()), p),
-                        f"qnd{suffix}",
-                    ),
                     exp.alias_(_filtered_sum(exp.Literal.number(1), p), f"rows{suffix}"),
                 ]
+                if self.has_denominator:
+                    aggs += [
+                        exp.alias_(_filtered_sum(d, p), f"d{suffix}"),
+                        exp.alias_(
+                            _filtered_sum(exp.Mul(this=d, expression=d.copy()), p), f"qd{suffix}"
+                        ),
+                        exp.alias_(
+                            _filtered_sum(exp.Mul(this=n.copy(), expression=d.copy()), p),
+                            f"qnd{suffix}",
+                        ),
+                    ]
             return (
                 exp.select(*[_col(c) for c in dcols], *aggs)
                 .from_(exp.alias_(exp.paren(b), "b", table=True))
@@ -276,6 +290,69 @@ class _Sql:
             .group_by(*[_col(c) for c in dcols])
         )
 
+    def cover_cells(self, covers: list[tuple[int, ...]]) -> str:
+        """Per-period statistics of every cell of each cover (a set of columns), on raw rows.
+
+        The screening pass: one scan, one grouping set per cover. Distinct counts use
+        ``approx_count_distinct`` here (screening only ranks columns; the search that names causes
+        counts exactly).
+        """
+        k = len(self.dims)
+        dcols = [f"d{j}" for j in range(k)]
+        m = self.q.metric
+        daily = m.grain == "day" and self.q.periods.by_dates and self.distinct
+        aggs: list[exp.Expression] = []
+        for p, suffix in ((0, "b"), (1, "c")):
+            n, d = _col("__n"), _col("__d")
+            roles = [("n", m.numerator, n)]
+            if self.has_denominator:
+                roles.append(("d", m.denominator, d))
+            for role, agg, val in roles:
+                if agg is not None and agg.fn == "count_distinct":
+                    # a daily grain counts distinct (value, day) pairs: the per-day counts summed
+                    key: exp.Expression = _col(f"__u{role}")
+                    if daily:
+                        key = _fn("hash", key, _col("__day"))
+                    approx = exp.Filter(
+                        this=_fn("approx_count_distinct", key),
+                        expression=exp.Where(
+                            this=exp.EQ(this=_col("__p"), expression=exp.Literal.number(p))
+                        ),
+                    )
+                    aggs += [
+                        exp.alias_(approx, f"{role}{suffix}"),
+                        exp.alias_(approx.copy(), f"q{role}{suffix}"),
+                    ]
+                else:
+                    aggs += [
+                        exp.alias_(_filtered_sum(val, p), f"{role}{suffix}"),
+                        exp.alias_(
+                            _filtered_sum(exp.Mul(this=val.copy(), expression=val.copy()), p),
+                            f"q{role}{suffix}",
+                        ),
+                    ]
+            aggs.append(exp.alias_(_filtered_sum(exp.Literal.number(1), p), f"rows{suffix}"))
+            if self.has_denominator:
+                aggs.append(
+                    exp.alias_(
+                        _filtered_sum(exp.Mul(this=n.copy(), expression=d.copy()), p),
+                        f"qnd{suffix}",
+                    )
+                )
+
+        grouping = exp.GroupingSets(
+            expressions=[exp.Tuple(expressions=[_col(dcols[j]) for j in c]) for c in covers]
+        )
+        sel = [
+            exp.alias_(exp.Anonymous(this="GROUPING", expressions=[_col(c) for c in dcols]), "__g"),
+            *[_col(c) for c in dcols],
+            *aggs,
+        ]
+        base = self.base(with_day=daily)
+        tree = exp.select(*sel).from_(exp.alias_(exp.paren(base), "b", table=True))
+        tree.set("group", exp.Group(grouping_sets=[grouping]))
+        return to_sql(tree)
+
     def cube(self, max_depth: int) -> str:
         """Leaves plus every segment of 1..max_depth columns plus the total, as grouping sets."""
         k = len(self.dims)
@@ -287,7 +364,7 @@ class _Sql:
         grouping = exp.GroupingSets(
             expressions=[exp.Tuple(expressions=[_col(c) for c in s]) for s in sets]
         )
-        stat_cols = [f"{s}{p}" for s in STATS for p in ("b", "c")]
+        stat_cols = self.stat_names()
         sel = [
             exp.alias_(exp.Anonymous(this="GROUPING", expressions=[_col(c) for c in dcols]), "__g")
             if k
@@ -352,10 +429,10 @@ def build_cube(ctx: ToolContext, q: Question, dims: list[str]) -> Cube:
         codes[:, j] = np.where(grouped[:, j], idx, -1)
     scale = _scales(q)
     stats: dict[str, np.ndarray] = {}
+    raw = _constant_denominator(table)
     for s in STATS:
         for p, suffix in ((0, "b"), (1, "c")):
-            arr = table.column(f"{s}{suffix}").to_numpy(zero_copy_only=False)
-            arr = np.nan_to_num(np.asarray(arr, dtype=np.float64), nan=0.0)
+            arr = raw[f"{s}{suffix}"]
             if s in ("n", "d"):
                 arr = arr / scale[p]
             elif s in ("qn", "qd", "qnd"):
@@ -385,6 +462,24 @@ def build_cube(ctx: ToolContext, q: Question, dims: list[str]) -> Cube:
         elapsed_ms=elapsed,
         notes=notes,
     )
+
+
+def _constant_denominator(table: pa.Table) -> dict[str, np.ndarray]:
+    """The statistics of a result as float arrays, completing those of a denominator of 1 per row
+    (``d`` = ``qd`` = the row count, ``qnd`` = ``n``) when the query left them out."""
+    out: dict[str, np.ndarray] = {}
+    for s in STATS:
+        for suffix in ("b", "c"):
+            name = f"{s}{suffix}"
+            if name in table.column_names:
+                arr = table.column(name).to_numpy(zero_copy_only=False)
+                out[name] = np.nan_to_num(np.asarray(arr, dtype=np.float64), nan=0.0)
+    for suffix in ("b", "c"):
+        if f"d{suffix}" not in out:
+            out[f"d{suffix}"] = out[f"rows{suffix}"]
+            out[f"qd{suffix}"] = out[f"rows{suffix}"]
+            out[f"qnd{suffix}"] = out[f"n{suffix}"]
+    return out
 
 
 def _plain(v: Any) -> Any:
@@ -445,3 +540,199 @@ def exact_distinct_totals(ctx: ToolContext, q: Question) -> dict[str, float | No
         "baseline": got.get(0, 0.0) / scale[0],
         "comparison": got.get(1, 0.0) / scale[1],
     }
+
+
+# --- screening: which columns carry the change, when all of them at once are too many leaves ---
+
+LEAF_BUDGET = 200_000
+# Screening scores segments of up to this many columns: a cause over three columns moves each of
+# its pairs too, and pairs need half the grouping sets of triples.
+SCREEN_DEPTH = 2
+
+
+def dimension_sizes(ctx: ToolContext, q: Question, dims: list[str]) -> list[int]:
+    """Distinct values per dimension (a null counts as one), from the stored profile."""
+    sizes = []
+    for d in dims:
+        prof = ctx.schema.column_profile(ctx.schema.column(q.metric.table, d))
+        if prof is None:
+            sizes.append(MAX_DIMENSION_VALUES)
+        else:
+            sizes.append(max(int(prof.distinct_count), 1) + (1 if prof.null_count else 0))
+    return sizes
+
+
+def estimated_leaves(ctx: ToolContext, q: Question, dims: list[str]) -> int:
+    """At most this many leaves: the smaller of the table's rows and the values' cross product."""
+    prof = ctx.schema.profile(q.metric.table)
+    rows = prof.row_count if prof is not None else None
+    space = float(np.prod([float(x) for x in dimension_sizes(ctx, q, dims)])) if dims else 1.0
+    return int(min(space, rows if rows is not None else space))
+
+
+def covers(sizes: list[int], depth: int, budget: int) -> list[tuple[int, ...]]:
+    """Sets of columns, each with at most ``budget`` value combinations where possible, such that
+    every combination of ``depth`` columns lies inside at least one of them (a greedy covering)."""
+    k = len(sizes)
+    depth = min(depth, k)
+    todo = set(combinations(range(k), depth))
+    out: list[tuple[int, ...]] = []
+
+    def space(cols: set[int]) -> float:
+        return float(np.prod([float(sizes[j]) for j in cols]))
+
+    while todo:
+        # start from the largest uncovered combination; grow while it stays within the budget
+        first = max(todo, key=lambda c: (space(set(c)), c))
+        cover = set(first)
+        while True:
+            best, best_new = None, 0
+            for j in range(k):
+                if j in cover or space(cover | {j}) > budget:
+                    continue
+                new = sum(1 for c in todo if set(c) <= cover | {j})
+                if new > best_new:
+                    best, best_new = j, new
+            if best is None:
+                break
+            cover.add(best)
+        out.append(tuple(sorted(cover)))
+        todo = {c for c in todo if not set(c) <= cover}
+    return out
+
+
+@dataclass
+class Screening:
+    """The columns the search keeps, and how they were chosen."""
+
+    dims: list[str]
+    covers: list[list[str]]
+    z_threshold: float
+    significant: int
+    dropped: list[dict[str, Any]]
+    sql: str
+    elapsed_ms: float
+
+
+def screen(
+    ctx: ToolContext,
+    q: Question,
+    dims: list[str],
+    *,
+    budget: int | None = None,
+    alpha: float = 0.05,
+) -> Screening:
+    """Rank columns by the strongest segment move they take part in; keep as many as fit.
+
+    One scan computes the cells of a few *covers* (column sets, each within ``budget`` value
+    combinations, that together hold every pair of columns); every segment of one or two columns
+    is summed from its cover's cells and scored against the move of the
+    whole (quasi-Poisson, dispersion measured on the cells). Columns are taken in the order of the
+    segments' scores while the cross product of their values stays within ``budget``; a significant
+    segment over a column left out is reported, never silently lost.
+    """
+    import time
+
+    from scipy import stats as st
+
+    from tasks.engine.search import additive_leaves, ratio_leaves
+
+    start = time.perf_counter()
+    budget = budget or LEAF_BUDGET
+    sizes = dimension_sizes(ctx, q, dims)
+    depth_max = min(q.max_depth, SCREEN_DEPTH, len(dims))
+    cov = covers(sizes, depth_max, budget)
+    sql = _Sql(ctx, q, dims)
+    text = sql.cover_cells(cov)
+    table = ctx.run_arrow(text, sql.params.values, max_rows=MAX_RESULT_ROWS)
+    k = len(dims)
+    g = table.column("__g").to_numpy().astype(np.int64)
+    codes = np.zeros((len(g), k), dtype=np.int64)
+    radix = np.ones(k, dtype=np.int64)
+    for j in range(k):
+        enc = pc.dictionary_encode(table.column(f"d{j}"), null_encoding="encode").combine_chunks()
+        codes[:, j] = np.nan_to_num(enc.indices.to_numpy(zero_copy_only=False)).astype(np.int64)
+        radix[j] = max(len(enc.dictionary), 1)
+    cells = _constant_denominator(table)
+    ratio = q.metric.kind == "ratio"
+    scores: list[tuple[float, tuple[int, ...]]] = []
+    seg_z: list[np.ndarray] = []
+    seg_cols: list[tuple[int, ...]] = []
+    done: set[tuple[int, ...]] = set()
+    fitted = []
+    for cover in cov:
+        mask = 0
+        for j in cover:
+            mask |= 1 << (k - 1 - j)
+        rows = np.flatnonzero(g == ((1 << k) - 1) ^ mask)
+        leaf = {name: arr[rows] for name, arr in cells.items()}
+        total = {name: float(arr.sum()) for name, arr in leaf.items()}
+        model = ratio_leaves(leaf, total) if ratio else additive_leaves(leaf)
+        resid = model.v - (1.0 + model.g) * model.f
+        fitted.append((cover, rows, resid, model.P))
+    # one dispersion for all covers: most covers leave out the columns of a cause, so their cells
+    # differ by noise; a cover holding the cause has many moved cells and alone would overstate it
+    phi = float(np.median([_quartile_dispersion(r, P) for _, _, r, P in fitted]))
+    for cover, rows, resid, P in fitted:
+        var = phi * P
+        for depth in range(1, depth_max + 1):
+            for cols in combinations(cover, depth):
+                if cols in done:
+                    continue
+                done.add(cols)
+                key = np.zeros(len(rows), dtype=np.int64)
+                for j in cols:
+                    key = key * radix[j] + codes[rows, j]
+                _, gid = np.unique(key, return_inverse=True)
+                R = np.bincount(gid, weights=resid)
+                V = np.bincount(gid, weights=var)
+                z = np.abs(R) / np.sqrt(np.maximum(V, 1e-300))
+                seg_z.append(z)
+                seg_cols.append(cols)
+                scores.append((float(z.max()) if z.size else 0.0, cols))
+    n_tested = max(sum(len(z) for z in seg_z), 1)
+    z_crit = float(st.norm.isf(alpha / (2 * n_tested)))
+    keep: set[int] = set()
+
+    def fits(cols: set[int]) -> bool:
+        return float(np.prod([float(sizes[j]) for j in cols])) <= budget
+
+    for _, cols in sorted(scores, key=lambda t: -t[0]):
+        if not set(cols) <= keep and fits(keep | set(cols)):
+            keep |= set(cols)
+        if len(keep) == k:
+            break
+    # a left-out segment matters unless the kept columns of it already move as much
+    score_of = dict((cols, z) for z, cols in scores)
+    dropped = [
+        {"columns": [dims[j] for j in cols], "max_z": round(z_max, 2)}
+        for z_max, cols in sorted(scores, key=lambda t: -t[0])
+        if z_max >= z_crit
+        and not set(cols) <= keep
+        and score_of.get(tuple(j for j in cols if j in keep), 0.0) < z_max
+    ]
+    significant = int(sum(int((z >= z_crit).sum()) for z in seg_z))
+    return Screening(
+        dims=[dims[j] for j in sorted(keep)],
+        covers=[[dims[j] for j in c] for c in cov],
+        z_threshold=z_crit,
+        significant=significant,
+        dropped=dropped,
+        sql=text,
+        elapsed_ms=(time.perf_counter() - start) * 1000,
+    )
+
+
+CHI2_Q25 = 0.10153104426762156  # lower quartile of a chi-square with one degree of freedom
+
+
+def _quartile_dispersion(r: np.ndarray, P: np.ndarray) -> float:
+    """A cover's dispersion, from the lower quartile of ``r^2 / P`` over its cells.
+
+    Cells are coarse: a real move can shift a third of them or more, which would inflate a
+    median-based estimate; the lower quartile stays put until most cells moved.
+    """
+    ok = P > 0
+    if ok.sum() < 4:
+        return 1.0
+    return max(float(np.quantile(r[ok] ** 2 / P[ok], 0.25)) / CHI2_Q25, 1e-12)

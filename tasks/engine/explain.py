@@ -56,7 +56,7 @@ def _dimensions(ctx: ToolContext, q: Question) -> tuple[list[str], list[str]]:
     for d in dims:
         col = ctx.schema.column(q.metric.table, d)
         prof = ctx.schema.column_profile(col)
-        distinct = getattr(prof, "distinct", None) if prof else None
+        distinct = prof.distinct_count if prof else None
         if distinct is not None and distinct > cube_mod.MAX_DIMENSION_VALUES:
             notes.append(f"dimension {d!r} skipped: {distinct:,} distinct values")
             continue
@@ -71,7 +71,13 @@ def _explain(ctx: ToolContext, q: Question) -> Explanation:
     dims, notes = _dimensions(ctx, q)
     kind = q.metric.kind
     quality = _quality(ctx, q, dims)
-    cube = build_cube(ctx, q, dims)
+    screening = None
+    search_dims = dims
+    if cube_mod.estimated_leaves(ctx, q, dims) > cube_mod.LEAF_BUDGET:
+        screening = cube_mod.screen(ctx, q, dims)
+        search_dims = screening.dims
+        notes += _screening_notes(dims, screening)
+    cube = build_cube(ctx, q, search_dims)
     totals = _totals(ctx, q, cube)
     change = _significance(ctx, q, cube, totals)
     leaves = ratio_leaves(cube.leaf, cube.total) if kind == "ratio" else additive_leaves(cube.leaf)
@@ -142,11 +148,43 @@ def _explain(ctx: ToolContext, q: Question) -> Explanation:
             "dispersion": float(np.median(found.leaves.phi)),
             "global_factor": 1.0 + found.leaves.g,
             "query_ms": round(cube.elapsed_ms, 1),
+            "search_dimensions": list(search_dims),
+            "screening": _screening_stats(screening),
             "elapsed_ms": round((time.perf_counter() - t0) * 1000, 1),
             "sql": cube.sql,
             "params": {k: _jsonable(v) for k, v in cube.params.items()},
         },
     )
+
+
+def _screening_notes(dims: list[str], sc: cube_mod.Screening) -> list[str]:
+    out = []
+    left = [d for d in dims if d not in sc.dims]
+    if left:
+        out.append(
+            f"too many value combinations to search all {len(dims)} columns at once: the search "
+            f"used the {len(sc.dims)} columns where the change is strongest ({', '.join(sc.dims)}); "
+            f"screened and left out: {', '.join(left)}"
+        )
+    for d in sc.dropped[:5]:
+        out.append(
+            "a significant move over " + " x ".join(d["columns"]) + f" (z={d['max_z']:g}) was "
+            "left out of the search for room; investigate it with --dimensions"
+        )
+    return out
+
+
+def _screening_stats(sc: cube_mod.Screening | None) -> dict[str, Any] | None:
+    if sc is None:
+        return None
+    return {
+        "covers": sc.covers,
+        "z_threshold": round(sc.z_threshold, 3),
+        "significant_segments": sc.significant,
+        "dropped": sc.dropped,
+        "elapsed_ms": round(sc.elapsed_ms, 1),
+        "sql": sc.sql,
+    }
 
 
 def _jsonable(v: Any) -> Any:

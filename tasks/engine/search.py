@@ -146,9 +146,15 @@ def _floor(P: np.ndarray) -> np.ndarray:
 
 
 class Groups:
-    """For each segment: which leaves it holds (as a group id within its cuboid)."""
+    """For each segment: which leaves it holds (as a group id within its cuboid).
+
+    A cuboid's groups are keyed by one integer (the codes of its columns in mixed radix), so
+    grouping costs one pass over the leaves per cuboid, not a sort of multi-column rows.
+    """
 
     def __init__(self, cube: Cube) -> None:
+        n_leaves = len(cube.leaf_codes)
+        radix = np.array([max(len(v), 1) for v in cube.values], dtype=np.int64)
         masks, inverse = np.unique(cube.seg_mask, axis=0, return_inverse=True)
         self.cuboids: list[tuple[np.ndarray, np.ndarray, int]] = []  # (segment ids, leaf gid, n)
         self.seg_gid = np.zeros(len(cube.seg_mask), dtype=np.int64)
@@ -158,29 +164,40 @@ class Groups:
             seg_ids = np.flatnonzero(self.seg_cuboid == m_idx)
             if cols.size == 0:  # the whole population
                 self.seg_gid[seg_ids] = 0
-                self.cuboids.append((seg_ids, np.zeros(len(cube.leaf_codes), dtype=np.int64), 1))
+                self.cuboids.append((seg_ids, np.zeros(n_leaves, dtype=np.int64), 1))
                 continue
-            leaf_keys = cube.leaf_codes[:, cols]
-            seg_keys = cube.seg_codes[seg_ids][:, cols]
-            uniq, leaf_gid = np.unique(leaf_keys, axis=0, return_inverse=True)
-            leaf_gid = leaf_gid.reshape(-1)
-            # locate each segment's key among the leaf groups
-            pos = _row_lookup(uniq, seg_keys)
-            self.seg_gid[seg_ids] = pos
-            self.cuboids.append((seg_ids, leaf_gid, len(uniq)))
+            leaf_key = _mixed_radix(cube.leaf_codes[:, cols], radix[cols])
+            seg_key = _mixed_radix(cube.seg_codes[seg_ids][:, cols], radix[cols])
+            space = int(np.prod(radix[cols].astype(float)))
+            if space <= max(4 * n_leaves, 1024):
+                # small key space: the key is the group id
+                self.seg_gid[seg_ids] = seg_key
+                self.cuboids.append((seg_ids, leaf_key, space))
+            else:
+                uniq, leaf_gid = np.unique(leaf_key, return_inverse=True)
+                pos = np.searchsorted(uniq, seg_key)
+                pos = np.minimum(pos, max(len(uniq) - 1, 0))
+                found = uniq[pos] == seg_key if len(uniq) else np.zeros(len(seg_key), bool)
+                self.seg_gid[seg_ids] = np.where(found, pos, -1)
+                self.cuboids.append((seg_ids, leaf_gid.reshape(-1), len(uniq)))
 
-    def sums(self, x: np.ndarray, n_segments: int) -> np.ndarray:
-        """Per-segment sum of a leaf array."""
+    def sums(self, x: np.ndarray, n_segments: int, where: np.ndarray | None = None) -> np.ndarray:
+        """Per-segment sum of a leaf array (over the leaves ``where`` only, if given)."""
         out = np.zeros(n_segments)
         for seg_ids, leaf_gid, n in self.cuboids:
-            out[seg_ids] = np.bincount(leaf_gid, weights=x, minlength=n)[self.seg_gid[seg_ids]]
+            gid, w = (leaf_gid, x) if where is None else (leaf_gid[where], x[where])
+            sums = np.bincount(gid, weights=w, minlength=n)
+            got = self.seg_gid[seg_ids]
+            out[seg_ids] = np.where(got >= 0, sums[np.maximum(got, 0)], 0.0)
         return out
 
 
-def _row_lookup(table: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    """Index of each row of ``keys`` in the (unique, sorted) rows of ``table``; -1 if absent."""
-    index = {tuple(row): i for i, row in enumerate(table.tolist())}
-    return np.array([index.get(tuple(row), -1) for row in keys.tolist()], dtype=np.int64)
+def _mixed_radix(codes: np.ndarray, radix: np.ndarray) -> np.ndarray:
+    """One integer per row from per-column codes in ``[0, radix)``."""
+    key = np.zeros(len(codes), dtype=np.int64)
+    for j in range(codes.shape[1]):
+        key = key * radix[j] + codes[:, j]
+    return key
 
 
 def search(
@@ -212,9 +229,9 @@ def search(
     taken = np.zeros(n_seg, dtype=bool)
     z0 = p0 = resid0 = None
     R_total: float | None = None
+    VS = groups.sums(v, n_seg)
+    FS = groups.sums(f, n_seg)
     for _ in range(max_causes):
-        FS = groups.sums(f, n_seg)
-        VS = groups.sums(v, n_seg)
         R = VS - FS
         z = R / np.sqrt(np.maximum(PS, 1e-300))
         if z0 is None:
@@ -227,15 +244,19 @@ def search(
         if not cand.any():
             break
         gain = _ripple_gain(
-            groups, f, v, s if gain_units == "noise" else np.ones_like(s), FS, VS, n_seg
+            groups, f, v, s if gain_units == "noise" else np.ones_like(s), FS, VS, cand
         )
-        gain = np.where(cand, gain, -np.inf)
         best = int(np.argmax(gain))
         if not np.isfinite(gain[best]) or gain[best] <= 0:
             break
         factor = VS[best] / FS[best] if FS[best] > 0 else np.inf
         members = _members(groups, best)
-        f[members] = v[members] if not np.isfinite(factor) else f[members] * factor
+        before = f[members]
+        f[members] = v[members] if not np.isfinite(factor) else before * factor
+        # only the pick's leaves changed: update every segment's expectation by their change
+        change = np.zeros_like(f)
+        change[members] = f[members] - before
+        FS = FS + groups.sums(change, n_seg, where=members)
         taken[best] = True
         # a pick's sub-segments are explained at its factor; they are not separate causes
         taken |= _descendants(cube, best)
@@ -246,7 +267,7 @@ def search(
                 p_value=float(2 * stats.norm.sf(abs(z[best]))),
                 gain=float(gain[best]),
                 factor=float(factor),
-                expected=float(FS[best]),
+                expected=float(FS[best] - (f[members].sum() - before.sum())),
                 observed=float(VS[best]),
             )
         )
@@ -277,21 +298,30 @@ def _ripple_gain(
     s: np.ndarray,
     FS: np.ndarray,
     VS: np.ndarray,
-    n_seg: int,
+    cand: np.ndarray,
 ) -> np.ndarray:
-    """Leaf error removed (in noise units) if every leaf of a segment moved by its factor."""
-    base = np.abs(v - f) / s
-    out = np.zeros(n_seg)
+    """Leaf error removed (in noise units) if every leaf of a segment moved by its factor.
+
+    Computed for the candidate segments only (``-inf`` elsewhere), over their own leaves.
+    """
+    out = np.full(len(cand), -np.inf)
     for seg_ids, leaf_gid, n in groups.cuboids:
-        gid = groups.seg_gid[seg_ids]
-        fs = np.zeros(n)
-        vs = np.zeros(n)
-        fs[gid], vs[gid] = FS[seg_ids], VS[seg_ids]
-        factor = np.where(fs > 0, vs / np.where(fs > 0, fs, 1.0), np.nan)
-        leaf_factor = factor[leaf_gid]
+        picked = seg_ids[cand[seg_ids]]
+        if picked.size == 0:
+            continue
+        gid = groups.seg_gid[picked]
+        factor = np.full(n, np.nan)
+        fs = FS[picked]
+        factor[gid] = np.where(fs > 0, VS[picked] / np.where(fs > 0, fs, 1.0), np.nan)
+        is_cand = np.zeros(n, dtype=bool)
+        is_cand[gid] = True
+        idx = np.flatnonzero(is_cand[leaf_gid])
+        lg, fi, vi, si = leaf_gid[idx], f[idx], v[idx], s[idx]
+        leaf_factor = factor[lg]
+        base = np.abs(vi - fi) / si
         after = np.where(
-            np.isfinite(leaf_factor), np.abs(v - f * np.nan_to_num(leaf_factor)) / s, 0.0
+            np.isfinite(leaf_factor), np.abs(vi - fi * np.nan_to_num(leaf_factor)) / si, 0.0
         )
-        gain = np.bincount(leaf_gid, weights=base - after, minlength=n)
-        out[seg_ids] = gain[gid]
+        gain = np.bincount(lg, weights=base - after, minlength=n)
+        out[picked] = gain[gid]
     return out

@@ -1,0 +1,114 @@
+"""Many columns, many leaves: screening keeps the columns where the change lives, and the search
+over them names the same causes as a search over every column.
+
+The planted scenarios are small enough for the full search, so these tests lower the leaf budget
+to force the screening pass on the same data and compare the answers.
+"""
+
+from __future__ import annotations
+
+import json
+from itertools import combinations
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sql_tools import ToolContext
+from tasks.engine import cube as cube_mod
+from tasks.engine import explain_change
+from tasks.engine.parse import build_question
+from tasks.engine.search import Groups
+from tasks.load import load_files
+
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIOS = ROOT / "data" / "scenarios"
+
+
+@pytest.fixture(scope="module")
+def scenario_db(tmp_path_factory):
+    """name -> (database of the scenario's files, its expected.json)."""
+    built: dict[str, tuple[Path, dict]] = {}
+
+    def get(name: str) -> tuple[Path, dict]:
+        if name not in built:
+            db = tmp_path_factory.mktemp(name) / "data.duckdb"
+            load_files([SCENARIOS / name], db)
+            built[name] = (db, json.loads((SCENARIOS / name / "expected.json").read_text()))
+        return built[name]
+
+    return get
+
+
+def _question(ctx: ToolContext, exp: dict, dimensions: str | None = None):
+    return build_question(
+        ctx.schema,
+        metric=exp["metric"],
+        time_column=exp["time_column"],
+        baseline=exp["baseline"],
+        comparison=exp["comparison"],
+        grain=exp.get("grain"),
+        dimensions=dimensions,
+    )
+
+
+def _explain(db: Path, exp: dict):
+    with ToolContext(db) as ctx:
+        return explain_change(ctx, _question(ctx, exp))
+
+
+def _segments(expl) -> set[frozenset]:
+    return {frozenset((k, str(v)) for k, v in c.segment.items()) for c in expl.root_causes}
+
+
+@pytest.mark.parametrize("name", ["release_loss", "pricing_join", "pure_noise"])
+def test_screened_search_names_the_same_causes_as_the_full_search(name, scenario_db, monkeypatch):
+    db, exp = scenario_db(name)
+    full = _explain(db, exp)
+    assert full.stats["screening"] is None
+    planted = {frozenset((k, str(v)) for k, v in c["segment"].items()) for c in exp["root_causes"]}
+    assert _segments(full) == planted
+
+    monkeypatch.setattr(cube_mod, "LEAF_BUDGET", 60)
+    screened = _explain(db, exp)
+    sc = screened.stats["screening"]
+    assert sc is not None and sc["covers"]
+    kept = screened.stats["search_dimensions"]
+    assert len(kept) < len(screened.dimensions), "a budget of 60 leaves cannot hold every column"
+    assert _segments(screened) == planted
+    assert screened.change.significant == exp["significant"]
+    for seg in planted:
+        assert {col for col, _ in seg} <= set(kept)
+    left_out = [d for d in screened.dimensions if d not in kept]
+    assert any(all(d in n for d in left_out) for n in screened.notes), screened.notes
+
+
+def test_covers_hold_every_combination_within_the_budget():
+    rng = np.random.default_rng(7)
+    for _ in range(30):
+        sizes = [int(x) for x in rng.integers(1, 60, size=int(rng.integers(2, 9)))]
+        for depth in (1, 2, 3):
+            budget = int(rng.integers(50, 5000))
+            cov = cube_mod.covers(sizes, depth, budget)
+            for combo in combinations(range(len(sizes)), min(depth, len(sizes))):
+                assert any(set(combo) <= set(c) for c in cov), (sizes, depth, combo, cov)
+            for c in cov:
+                # a cover only grows past the budget when its first combination alone does
+                if len(c) > depth:
+                    assert np.prod([sizes[j] for j in c]) <= budget
+
+
+def test_segment_sums_over_leaves_match_a_direct_count(scenario_db):
+    """The integer-keyed grouping gives every segment exactly the sum of its own leaves."""
+    db, exp = scenario_db("two_causes")
+    with ToolContext(db) as ctx:
+        q = _question(ctx, exp, "platform,device,country,users.plan")
+        cube = cube_mod.build_cube(ctx, q, list(q.dimensions))
+    groups = Groups(cube)
+    sums = groups.sums(cube.leaf["nc"], len(cube.seg_mask))
+    # the query's own per-segment sums agree with summing leaves in numpy
+    assert np.allclose(sums, cube.seg["nc"])
+    for i in np.random.default_rng(1).choice(len(cube.seg_mask), 40, replace=False):
+        cols = np.flatnonzero(cube.seg_mask[i])
+        inside = (cube.leaf_codes[:, cols] == cube.seg_codes[i, cols]).all(axis=1)
+        assert sums[i] == pytest.approx(cube.leaf["nc"][inside].sum())
