@@ -18,6 +18,7 @@ from sql_tools import ToolContext
 from tasks.engine import cube as cube_mod
 from tasks.engine import explain_change
 from tasks.engine.parse import build_question
+from tasks.engine.report import render
 from tasks.engine.search import Groups
 from tasks.load import load_files
 
@@ -81,6 +82,8 @@ def test_screened_search_names_the_same_causes_as_the_full_search(name, scenario
         assert {col for col, _ in seg} <= set(kept)
     left_out = [d for d in screened.dimensions if d not in kept]
     assert any(all(d in n for d in left_out) for n in screened.notes), screened.notes
+    text = render(screened)
+    assert f"segments over {', '.join(kept)} (up to 3 columns" in text.replace("\\_", "_")
 
 
 def test_covers_hold_every_combination_within_the_budget():

@@ -143,11 +143,13 @@ def render(e: Explanation, *, db: str | None = None) -> str:
             args = json.dumps(s.evidence.arguments).replace("`", "\\u0060")
             lines += ["```", _tool_command(s.evidence.tool, args, db), "```"]
     lines.append("")
-    dims = ", ".join(esc(d) for d in e.dimensions)
+    searched = e.stats.get("search_dimensions") or e.dimensions
+    dims = ", ".join(esc(d) for d in searched)
     lines.append(
         f"Searched {e.stats.get('segments', 0):,} segments over {dims} "
         f"(up to {e.stats.get('max_depth')} columns at a time)."
     )
+
     if e.notes:
         lines.append("")
     for n in e.notes:
