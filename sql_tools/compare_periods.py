@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import date, datetime, timedelta
+from typing import Annotated
 
 from pydantic import BaseModel, Field, model_validator
 from sqlglot import exp
@@ -41,6 +42,22 @@ class Period(StrictModel):
     )
 
 
+TimeColumnArg = Annotated[
+    str | None,
+    Field(
+        description="DATE/TIMESTAMP column the start/end periods refer to.",
+        json_schema_extra={"x-live": "column"},
+    ),
+]
+PeriodColumnArg = Annotated[
+    str | None,
+    Field(
+        description="Column whose labels name the periods (instead of time_column).",
+        json_schema_extra={"x-live": "column"},
+    ),
+]
+
+
 class ComparePeriodsInput(StrictModel):
     """Compare a metric between a baseline and a comparison period, overall or per segment of
     up to 3 group-by columns. Periods are inclusive date ranges on a time column, or labels of
@@ -53,16 +70,8 @@ class ComparePeriodsInput(StrictModel):
         description="Table holding the metric.", json_schema_extra={"x-live": "table"}
     )
     metric: Measure = Field(description="The metric, e.g. {agg: sum, column: revenue}.")
-    time_column: str | None = Field(
-        default=None,
-        description="DATE/TIMESTAMP column the start/end periods refer to.",
-        json_schema_extra={"x-live": "column"},
-    )
-    period_column: str | None = Field(
-        default=None,
-        description="Column whose labels name the periods (instead of time_column).",
-        json_schema_extra={"x-live": "column"},
-    )
+    time_column: TimeColumnArg = None
+    period_column: PeriodColumnArg = None
     baseline: Period = Field(description="The 'before' period.")
     comparison: Period = Field(description="The 'after' period.")
     group_by: list[str] = Field(

@@ -21,6 +21,7 @@ from sql_tools._errors import SqlToolError, ToolInputError, one_line, short
 from sql_tools.aggregate import AggregateInput, aggregate
 from sql_tools.compare_periods import ComparePeriodsInput, compare_periods
 from sql_tools.describe import DescribeInput, describe
+from sql_tools.explain import ExplainChangeInput, explain
 from sql_tools.sample import SampleInput, sample
 
 
@@ -48,6 +49,7 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec("metric_sample", SampleInput, sample),
     ToolSpec("metric_aggregate", AggregateInput, aggregate),
     ToolSpec("metric_compare_periods", ComparePeriodsInput, compare_periods),
+    ToolSpec("metric_explain_change", ExplainChangeInput, explain),
 )
 _BY_NAME = {t.name: t for t in TOOLS}
 

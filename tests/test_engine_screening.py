@@ -115,3 +115,41 @@ def test_segment_sums_over_leaves_match_a_direct_count(scenario_db):
         cols = np.flatnonzero(cube.seg_mask[i])
         inside = (cube.leaf_codes[:, cols] == cube.seg_codes[i, cols]).all(axis=1)
         assert sums[i] == pytest.approx(cube.leaf["nc"][inside].sum())
+
+
+def test_explain_change_is_a_tool_with_the_same_answer_as_the_library(scenario_db):
+    from sql_tools.registry import dispatch
+
+    db, exp = scenario_db("pricing_join")
+    start, end = exp["baseline"].split(":")
+    c_start, c_end = exp["comparison"].split(":")
+    args = {
+        "metric": exp["metric"],
+        "time_column": exp["time_column"],
+        "baseline": {"start": start, "end": end},
+        "comparison": {"start": c_start, "end": c_end},
+    }
+    with ToolContext(db) as ctx:
+        is_error, out = dispatch(ctx, "explain_change", args)
+        assert not is_error, out
+        assert [c["segment"] for c in out["root_causes"]] == [{"users.plan": "pro"}]
+        assert out["change"]["significant"] is True
+        evidence = out["root_causes"][0]["evidence"]
+        # the cause's numbers reproduce through the tool its evidence names
+        is_error, rerun = dispatch(ctx, evidence["tool"], evidence["arguments"])
+        assert not is_error, rerun
+        assert rerun["total"]["baseline"] == pytest.approx(out["root_causes"][0]["baseline"])
+        assert rerun["total"]["comparison"] == pytest.approx(out["root_causes"][0]["comparison"])
+        # filters in the tools' form narrow the question like the CLI's
+        only_free = {**args, "filters": [{"column": "users.plan", "op": "=", "value": "free"}]}
+        is_error, out_free = dispatch(ctx, "explain_change", only_free)
+        assert not is_error and out_free["root_causes"] == []
+        # hostile or malformed arguments are errors the model can correct, not SQL
+        for bad, code in (
+            ({**args, "metric": "sum(revenue); DROP TABLE events"}, "invalid_arguments"),
+            ({**args, "metric": "sum(no_such_column)"}, "unknown_column"),
+            ({**args, "baseline": {"label": "x", "start": start}}, "invalid_period"),
+            ({**args, "max_depth": 5}, "limit_exceeded"),
+        ):
+            is_error, err = dispatch(ctx, "explain_change", bad)
+            assert is_error and err["error"]["code"] == code, (bad, err)

@@ -27,6 +27,7 @@ def test_names_are_namespaced_and_described():
         "metric_sample",
         "metric_aggregate",
         "metric_compare_periods",
+        "metric_explain_change",
     ]
     for t in anthropic_tools():
         assert len(t["description"]) > 80

@@ -609,6 +609,16 @@ def parse_filter(text: str, schema: Schema, table: str) -> Filter:
     )
 
 
+def _checked_filter(f: Filter, schema: Schema, table: str) -> Filter:
+    """A filter in the tools' form, its column resolved (values are type-checked when bound)."""
+    col = schema.column(schema.table(table), f.column, field_name="filters.column")
+    if f.op == "contains" and col.kind != "text":
+        raise ToolInputError(
+            f"contains needs a text column; {col.ref!r} is {col.kind}", code="type_mismatch"
+        )
+    return f.model_copy(update={"column": col.ref})
+
+
 # --------------------------------------------------------------------------------------------
 # Periods and the time column
 # --------------------------------------------------------------------------------------------
@@ -1030,6 +1040,8 @@ def build_question(
     max_depth: int = 3,
     min_support: float | None = None,
     metrics_file: Path | None = None,
+    structured_filters: Sequence[Filter] = (),
+    named_metrics: bool = True,
 ) -> Question:
     """Build a :class:`Question` from command-line style arguments.
 
@@ -1040,6 +1052,8 @@ def build_question(
     date ranges on ``time_column`` (or the table's detected date column). ``dimensions`` is
     ``"a,b"`` or a list; None picks :func:`default_dimensions`, leaving out the metric's
     columns, the period column and columns an ``=`` filter pins to one value.
+    ``structured_filters`` are already-validated filters (the tools' form), added to the parsed
+    ones; ``named_metrics=False`` reads ``metric`` as an expression only (no ``metrics.yaml``).
 
     Raises:
         ToolInputError: Every problem, as a one-line message (model validation included).
@@ -1048,7 +1062,7 @@ def build_question(
         raise ToolInputError(
             "give --time-column or --period-column, not both", code="invalid_arguments"
         )
-    name, mdef = _lookup_metric(metric, metrics_file)
+    name, mdef = _lookup_metric(metric, metrics_file) if named_metrics else (None, None)
     expression = mdef.expression if mdef else metric
     picked = _pick_table(schema, table, mdef)
     if picked is None:
@@ -1057,6 +1071,7 @@ def build_question(
     base = parse_metric(expression, schema, picked, grain=grain, name=name)
     all_filters = [*(mdef.filters if mdef else []), *filters]
     parsed = [parse_filter(f, schema, base.table) for f in all_filters]
+    parsed += [_checked_filter(f, schema, base.table) for f in structured_filters]
     full = parse_metric(expression, schema, base.table, grain=grain, filters=parsed, name=name)
     if time_column is None and period_column is None and mdef is not None:
         time_column = mdef.time_column
