@@ -92,7 +92,7 @@ def test_significance_matches_the_plant(investigated):
 # Known gaps of the engine today, kept visible (strict: they fail the suite once fixed):
 # two_causes finds Brazil but the ios+tablet cause stays below the Bonferroni bound; mix_shift
 # names a sub-segment of paid_social instead of the channel itself.
-KNOWN_GAPS = {"two_causes", "mix_shift"}
+KNOWN_GAPS = {"two_causes"}
 
 
 def test_root_causes_are_exactly_the_planted_segments(investigated, request):

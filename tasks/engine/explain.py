@@ -88,7 +88,7 @@ def _explain(ctx: ToolContext, q: Question) -> Explanation:
     found = search(cube, leaves, eligible=eligible, alpha=ALPHA, **style)
     change = _localized(change, found, eligible)
     contrib = _contributions(cube, kind)
-    causes = [_segment(cube, contrib, p.seg, found, pick=p) for p in found.picks if p.seg != 0]
+    causes = [_segment(cube, contrib, p.seg, p.p_value) for p in found.picks if p.seg != 0]
     if kind == "ratio":
         causes = _with_mix(cube, q, contrib, causes, eligible, totals)
     delta = totals["comparison"] - totals["baseline"] if _finite(totals) else None
@@ -365,11 +365,8 @@ def _effect(cube: Cube, i: int, contrib: dict[str, np.ndarray], kind: str) -> st
     return "rate"
 
 
-def _segment(
-    cube: Cube, contrib: dict[str, np.ndarray], i: int, found: Search, pick: Any = None
-) -> Segment:
+def _segment(cube: Cube, contrib: dict[str, np.ndarray], i: int, p: float) -> Segment:
     kind = "ratio" if np.any(contrib["mix"]) else "additive"
-    p = pick.p_value if pick is not None else float(found.p[i])
     return Segment(
         segment=cube.segment_dict(i),
         baseline=_num(contrib["baseline"][i]),
@@ -399,30 +396,76 @@ def _with_mix(
     eligible: np.ndarray,
     totals: dict[str, float | None],
 ) -> list[Segment]:
-    """Ratio metrics: add segments whose share of the denominator moved enough to matter."""
+    """Ratio metrics: add segments whose share of the denominator moved enough to matter.
+
+    A candidate's share of the denominator moved beyond the noise (its denominator against the
+    overall growth, quasi-Poisson, Bonferroni over the segments searched), and the mix part of
+    its Shapley contribution carries at least a tenth of the change and outweighs its rate part.
+    Candidates are taken by the size of that mix part; a segment whose mix sits almost wholly
+    (90%) in one sub-segment gives way to it, and a taken segment's ancestors and descendants
+    are not taken again: one shift, named once, at the level that carries it.
+    """
     if not _finite(totals):
         return causes
     delta = totals["comparison"] - totals["baseline"]  # type: ignore[operator]
-    den = {
-        "nb": cube.leaf["db"],
-        "nc": cube.leaf["dc"],
-        "qnb": cube.leaf["qdb"],
-        "qnc": cube.leaf["qdc"],
-    }
-    leaves = additive_leaves(den)
-    found = search(cube, leaves, eligible=eligible, alpha=ALPHA, **RATIO_SEARCH)
-    have = {tuple(sorted(c.segment.items(), key=str)) for c in causes}
-    for pick in found.picks:
-        i = pick.seg
-        mix = contrib["mix"][i]
-        if delta == 0 or abs(mix) < 0.1 * abs(delta) or abs(mix) < abs(contrib["rate"][i]):
-            continue
-        seg = _segment(cube, contrib, i, found, pick)
-        key = tuple(sorted(seg.segment.items(), key=str))
-        if key not in have:
-            causes.append(seg)
-            have.add(key)
+    if delta == 0:
+        return causes
+    den = {"nb": cube.leaf["db"], "nc": cube.leaf["dc"], "qnb": cube.leaf["qdb"]}
+    den["qnc"] = cube.leaf["qdc"]
+    phi = float(np.median(additive_leaves(den).phi))
+    s = cube.seg
+    rest_b, rest_c = cube.total["db"], cube.total["dc"]
+    n_tested = max(int(eligible.sum()), 1)
+    z_crit = float(stats.norm.isf(ALPHA / (2 * n_tested)))
+    mix, rate = contrib["mix"], contrib["rate"]
+    sized = eligible & (np.abs(mix) >= 0.1 * abs(delta)) & (np.abs(mix) > np.abs(rate))
+    sized &= cube.seg_mask.sum(axis=1) > 0
+    blocked = np.zeros(len(sized), dtype=bool)
+    for c in causes:  # a segment already named for its rate is not named again for its mix
+        blocked |= _related(cube, _index_of(cube, c.segment))
+    while True:
+        # shares are zero-sum: once a segment's growth is named, the others are measured
+        # against the growth of what is left, so their shrinking shares are not named too
+        growth = rest_c / rest_b if rest_b > 0 else 1.0
+        var = phi * (s["qdc"] + growth**2 * s["qdb"])
+        z = (s["dc"] - growth * s["db"]) / np.sqrt(np.maximum(var, 1e-300))
+        cand = sized & (np.abs(z) >= z_crit)
+        open_ = np.flatnonzero(cand & ~blocked)
+        if open_.size == 0:
+            break
+        i = int(open_[np.argmax(np.abs(mix[open_]))])
+        while True:  # descend while one sub-segment carries nearly all of the mix
+            inner = np.flatnonzero(cand & _related(cube, i, up=False) & ~blocked)
+            inner = inner[(inner != i) & (np.abs(mix[inner]) >= 0.9 * abs(mix[i]))]
+            if inner.size == 0:
+                break
+            i = int(inner[np.argmax(np.abs(mix[inner]))])
+        causes.append(_segment(cube, contrib, i, float(2 * stats.norm.sf(abs(z[i])))))
+        blocked |= _related(cube, i)
+        rest_b, rest_c = rest_b - s["db"][i], rest_c - s["dc"][i]
     return causes
+
+
+def _index_of(cube: Cube, segment: dict[str, Any]) -> int:
+    """The row of ``segment`` among the cube's segments."""
+    want = {cube.dims.index(k): v for k, v in segment.items()}
+    cols = np.array(sorted(want), dtype=np.int64)
+    match = cube.seg_mask.sum(axis=1) == len(cols)
+    for j in cols:
+        code = cube.values[j].index(want[j])
+        match &= cube.seg_codes[:, j] == code
+    return int(np.flatnonzero(match)[0])
+
+
+def _related(cube: Cube, i: int, *, up: bool = True) -> np.ndarray:
+    """Segment ``i``, its descendants and (with ``up``) its ancestors."""
+    mask_i, codes_i = cube.seg_mask[i], cube.seg_codes[i]
+    same = (cube.seg_codes == codes_i) | ~cube.seg_mask | ~mask_i
+    agree = same.all(axis=1)
+    down = agree & (cube.seg_mask >= mask_i).all(axis=1)
+    if not up:
+        return down
+    return down | (agree & (cube.seg_mask <= mask_i).all(axis=1))
 
 
 def _global_shift(
@@ -475,7 +518,7 @@ def _drivers(
     with_, against = [], []
     for j in order:
         i = int(idx[j])
-        seg = _segment(cube, contrib, i, found)
+        seg = _segment(cube, contrib, i, float(found.p[i]))
         (with_ if c[j] > 0 else against).append(seg)
         if len(with_) >= MAX_DRIVERS and len(against) >= MAX_DRIVERS:
             break
