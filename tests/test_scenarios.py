@@ -200,3 +200,24 @@ def test_generator_reproduces_the_committed_files(tmp_path):
         if rel.suffix == ".gz":
             a, b = gzip.decompress(a), gzip.decompress(b)
         assert a == b, f"{rel} differs from a fresh generation"
+
+
+def test_every_root_cause_reproduces_from_its_recorded_sql(investigated):
+    """Re-running a cause's recorded SQL with its parameters gives the numbers the result states."""
+    import duckdb
+
+    exp, result, out = investigated
+    con = duckdb.connect(str(out / "data.duckdb"), read_only=True)
+    try:
+        for cause in result["root_causes"]:
+            ev = cause["evidence"]
+            rows = con.execute(ev["sql"], ev["params"]).fetchall()
+            per = {int(p): (n or 0.0, d or 0.0) for p, n, d in rows}
+            days = 7 if result["metric"]["grain"] == "day" else 1
+            for p, which in ((0, "baseline"), (1, "comparison")):
+                n, d = per.get(p, (0.0, 0.0))
+                value = n / d if result["metric"]["kind"] == "ratio" else n / days
+                assert value == pytest.approx(ev["result"][which], rel=1e-9)
+                assert value == pytest.approx(cause[which], rel=1e-9)
+    finally:
+        con.close()

@@ -736,3 +736,76 @@ def _quartile_dispersion(r: np.ndarray, P: np.ndarray) -> float:
     if ok.sum() < 4:
         return 1.0
     return max(float(np.quantile(r[ok] ** 2 / P[ok], 0.25)) / CHI2_Q25, 1e-12)
+
+
+# --- one segment's exact numbers, by a query anyone can re-run ---
+
+
+@dataclass
+class SegmentQuery:
+    """The SQL that computes one segment's metric in each period, and what it returned."""
+
+    sql: str
+    params: dict[str, Any]
+    formula: str
+    baseline: float | None = None
+    comparison: float | None = None
+
+
+def segment_query(ctx: ToolContext, q: Question, segment: dict[str, Any]) -> SegmentQuery:
+    """Build (not run) the query of ``segment``'s metric: per period ``n`` and ``d``, summed over
+    days after counting distinct values per day for a daily grain; the metric is ``formula``."""
+    from sql_tools._sql import Filter
+
+    extra = [
+        Filter(column=k, op="is_null") if v is None else Filter(column=k, op="=", value=v)
+        for k, v in segment.items()
+    ]
+    metric = q.metric.model_copy(update={"filters": (*q.metric.filters, *extra)})
+    sq = _Sql(ctx, q.model_copy(update={"metric": metric}), [])
+    daily = metric.grain == "day" and q.periods.by_dates
+    keys = ["__p", *(["__day"] if daily and sq.distinct else [])]
+    inner_aggs = []
+    for role, agg in (("n", metric.numerator), ("d", metric.denominator)):
+        if agg is not None and agg.fn == "count_distinct":
+            value = exp.Count(this=exp.Distinct(expressions=[_col(f"__u{role}")]))
+        else:
+            value = exp.Sum(this=_col(f"__{role}"))
+        inner_aggs.append(exp.alias_(value, role))
+    inner = (
+        exp.select(*[_col(k) for k in keys], *inner_aggs)
+        .from_(exp.alias_(exp.paren(sq.base(with_dims=False, with_day=daily)), "b", table=True))
+        .group_by(*[_col(k) for k in keys])
+    )
+    tree = (
+        exp.select(
+            _col("__p"),
+            exp.alias_(exp.Sum(this=_col("n")), "n"),
+            exp.alias_(exp.Sum(this=_col("d")), "d"),
+        )
+        .from_(exp.alias_(exp.paren(inner), "i", table=True))
+        .group_by(_col("__p"))
+        .order_by(_col("__p"))
+    )
+    if q.metric.kind == "ratio":
+        formula = "n / d"
+    elif daily:
+        formula = "n / days in the period"
+    else:
+        formula = "n"
+    return SegmentQuery(sql=to_sql(tree), params=dict(sq.params.values), formula=formula)
+
+
+def run_segment_query(ctx: ToolContext, q: Question, sq: SegmentQuery) -> SegmentQuery:
+    """Run ``sq`` and fill in the segment's metric per period (None where undefined)."""
+    out = ctx.run(sq.sql, sq.params, max_rows=10)
+    got = {int(p): (float(n or 0.0), float(d or 0.0)) for p, n, d in out.rows}
+    scale = _scales(q)
+    for p, which in ((0, "baseline"), (1, "comparison")):
+        n, d = got.get(p, (0.0, 0.0))
+        if q.metric.kind == "ratio":
+            value = n / d if d else None
+        else:
+            value = n / scale[p]
+        setattr(sq, which, value)
+    return sq

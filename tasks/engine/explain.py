@@ -100,13 +100,17 @@ def _explain(ctx: ToolContext, q: Question) -> Explanation:
     causes.sort(key=lambda s: (-(s.contribution * direction > 0), -abs(s.contribution)))
     drivers, offsetting = _drivers(cube, contrib, found, eligible, direction)
     for c in [*causes, *drivers, *offsetting]:
+        c.evidence = _evidence(ctx, q, c.segment)
+    for c in causes:
+        _verify(ctx, q, c)
+    for c in [*causes, *drivers, *offsetting]:
         c.share = c.contribution / delta if delta else None
-        c.evidence = _evidence(q, c.segment)
     explained = sum(c.contribution for c in causes) / delta if delta and causes else None
     if kind == "distinct":
         notes.append(
-            "distinct counts do not add up across segments: segment figures count each segment's own "
-            "distinct values, so contributions can overlap"
+            "distinct counts do not add up across segments: a root cause's figures count its own "
+            "distinct values (its query was run), so contributions can overlap; drivers' figures "
+            "add up finer cells and can count a value more than once"
         )
     notes += cube.notes
     return Explanation(
@@ -525,8 +529,21 @@ def _drivers(
     return with_[:MAX_DRIVERS], against[:MAX_DRIVERS]
 
 
-def _evidence(q: Question, segment: dict[str, Any]) -> Evidence:
-    """A compare_periods call that reproduces a segment's numbers."""
+def _verify(ctx: ToolContext, q: Question, c: Segment) -> None:
+    """Run a root cause's own query; its exact numbers replace the cube's where those can
+    differ (a distinct count summed over leaves counts a value once per leaf it appears in)."""
+    assert c.evidence is not None
+    sq = cube_mod.SegmentQuery(sql=c.evidence.sql, params=c.evidence.params, formula="")
+    cube_mod.run_segment_query(ctx, q, sq)
+    c.evidence.result = {"baseline": sq.baseline, "comparison": sq.comparison}
+    if q.metric.kind == "distinct" and sq.baseline is not None and sq.comparison is not None:
+        c.baseline, c.comparison = sq.baseline, sq.comparison
+        c.contribution = sq.comparison - sq.baseline
+
+
+def _evidence(ctx: ToolContext, q: Question, segment: dict[str, Any]) -> Evidence:
+    """A segment's own query (SQL and parameters: its metric in each period) and the
+    compare_periods call that shows the same segment through a tool."""
     filters = [f.model_dump() for f in q.metric.filters]
     filters += [
         {"column": k, "op": "is_null"} if v is None else {"column": k, "op": "=", "value": v}
@@ -550,7 +567,14 @@ def _evidence(q: Question, segment: dict[str, Any]) -> Evidence:
         args["comparison"] = {"label": p.comparison}
     if filters:
         args["filters"] = filters
-    return Evidence(tool="metric_compare_periods", arguments=args)
+    sq = cube_mod.segment_query(ctx, q, segment)
+    return Evidence(
+        tool="metric_compare_periods",
+        arguments=args,
+        sql=sq.sql,
+        params={k: _jsonable(v) for k, v in sq.params.items()},
+        result={"formula": sq.formula},
+    )
 
 
 def _measure(q: Question) -> dict[str, Any]:
