@@ -426,7 +426,9 @@ def _with_mix(
     sized &= cube.seg_mask.sum(axis=1) > 0
     blocked = np.zeros(len(sized), dtype=bool)
     for c in causes:  # a segment already named for its rate is not named again for its mix
-        blocked |= _related(cube, _index_of(cube, c.segment))
+        i = _index_of(cube, c.segment)
+        blocked |= _related(cube, i)
+        rest_b, rest_c = rest_b - s["db"][i], rest_c - s["dc"][i]
     while True:
         # shares are zero-sum: once a segment's growth is named, the others are measured
         # against the growth of what is left, so their shrinking shares are not named too

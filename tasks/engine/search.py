@@ -17,7 +17,14 @@ correction over every segment searched. The greedy step takes the candidate whos
 error in noise units, folds that factor into the model, and repeats. A parent whose change sits in
 one child loses to the child (the fit spreads the change over siblings that did not move); a
 child that merely follows its parent loses to the parent (it explains only part); so each cause
-is reported once, at the most specific level that carries it.
+is reported once, at the most specific level that carries it. When the ripple fit prefers the
+largest piece of a segment whose other pieces moved the same way (beyond the noise, by at least
+half as much), the pick moves up to that segment (:func:`_climb`).
+
+Ratio leaves measure their noise around the typical leaf's move (a weighted median), so a cause
+that moved a large part of the data does not pass for noise; additive leaves keep the overall
+factor, which measured better on the labelled cases (heavy-tailed sums: a smaller dispersion let
+single noisy cells through).
 """
 
 from __future__ import annotations
@@ -132,11 +139,25 @@ def ratio_leaves(leaf: dict[str, np.ndarray], total: dict[str, float]) -> Leaves
     qb = np.maximum(leaf["qnb"] - 2 * rb * leaf["qndb"] + rb**2 * leaf["qdb"], 0.0)
     scale = np.where(db > 0, dc / np.where(db > 0, db, 1.0), 0.0)
     P = qc + scale**2 * qb
-    # one row per leaf and period (pre-aggregated data): no row-level spread to measure, so
-    # count-like (Poisson) noise on the numerator stands in; the dispersion rescales it
+    # one row per leaf and period (pre-aggregated data): no row-level spread to measure (the
+    # spread above is zero but for rounding), so count-like (Poisson) noise on the numerator
+    # stands in; the dispersion rescales it
     poisson = np.abs(nc) + scale**2 * np.abs(nb)
-    P = _floor(np.where(P > 0, P, poisson))
-    return Leaves(f=f, v=nc.copy(), P=P, g=g, phi=_dispersion(nc - f * overall, P, f + nc))
+    single = (leaf["rowsb"] <= 1) & (leaf["rowsc"] <= 1) if "rowsb" in leaf else P <= 0
+    P = _floor(np.where(single | (P <= 1e-9 * poisson), poisson, P))
+    return Leaves(
+        f=f, v=nc.copy(), P=P, g=g, phi=_dispersion(nc - f * _typical_factor(nc, f), P, f + nc)
+    )
+
+
+def _typical_factor(v: np.ndarray, f: np.ndarray) -> float:
+    """The move of a typical leaf (median of ``v / f`` weighted by ``f``): the centre the noise is
+    measured around. The overall factor would not do: a cause that moved a third of the data
+    drags it, and then every unmoved leaf looks like noise."""
+    ok = f > 0
+    if not ok.any():
+        return 1.0
+    return weighted_median(v[ok] / f[ok], f[ok])
 
 
 def _floor(P: np.ndarray) -> np.ndarray:
@@ -209,6 +230,7 @@ def search(
     max_causes: int = MAX_CAUSES,
     gain_units: str = "noise",
     min_effect: float = 0.0,
+    climb: bool = True,
 ) -> Search:
     """Greedy ripple-fit selection over significant segments.
 
@@ -249,6 +271,9 @@ def search(
         best = int(np.argmax(gain))
         if not np.isfinite(gain[best]) or gain[best] <= 0:
             break
+        picked_gain = float(gain[best])
+        if climb:
+            best = _climb(cube, best, VS, FS, PS, eligible & ~taken, alpha)
         factor = VS[best] / FS[best] if FS[best] > 0 else np.inf
         members = _members(groups, best)
         before = f[members]
@@ -265,7 +290,7 @@ def search(
                 seg=best,
                 z=float(z[best]),
                 p_value=float(2 * stats.norm.sf(abs(z[best]))),
-                gain=float(gain[best]),
+                gain=picked_gain,
                 factor=float(factor),
                 expected=float(FS[best] - (f[members].sum() - before.sum())),
                 observed=float(VS[best]),
@@ -274,6 +299,46 @@ def search(
     assert z0 is not None and p0 is not None and resid0 is not None
     remainder = float(v.sum() - f.sum())
     return Search(picks, z0, p0, resid0, leaves, z_crit, n_tested, remainder)
+
+
+def _climb(
+    cube: Cube,
+    best: int,
+    VS: np.ndarray,
+    FS: np.ndarray,
+    PS: np.ndarray,
+    open_: np.ndarray,
+    alpha: float,
+) -> int:
+    """Move a pick up to its parent while the rest of the parent moved the same way.
+
+    ``best`` fits its own leaves best, but when the parent's other part (parent minus ``best``)
+    also moved beyond the noise (a one-sided test at ``alpha``, in the pick's direction) and by
+    at least half as much in log factor, the change is not confined to ``best``: the parent is
+    the cause and ``best`` only its largest piece. The parent whose rest moved most clearly wins.
+    """
+    depth = cube.seg_mask.sum(axis=1)
+    while depth[best] > 1:
+        mask, codes = cube.seg_mask[best], cube.seg_codes[best]
+        agree = ((cube.seg_codes == codes) | ~cube.seg_mask).all(axis=1)
+        parents = np.flatnonzero(
+            agree & (cube.seg_mask <= mask).all(axis=1) & (depth == depth[best] - 1) & open_
+        )
+        if parents.size == 0 or FS[best] <= 0 or VS[best] <= 0:
+            return best
+        log_best = np.log(VS[best] / FS[best])
+        V, F = VS[parents] - VS[best], FS[parents] - FS[best]
+        P = np.maximum(PS[parents] - PS[best], 1e-300)
+        z = (V - F) / np.sqrt(P)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            log_rest = np.log(np.where((F > 0) & (V > 0), V / F, np.nan))
+        # a planned, one-sided test (the direction is the pick's), not a search over segments
+        ok = z * np.sign(log_best) >= stats.norm.isf(alpha)
+        ok &= np.nan_to_num(log_rest / log_best if log_best else 0.0) >= 0.5
+        if not ok.any():
+            return best
+        best = int(parents[ok][np.argmax(np.abs(z[ok]))])
+    return best
 
 
 def _descendants(cube: Cube, seg: int) -> np.ndarray:
