@@ -17,12 +17,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
-from prefect import task
 from pydantic import BaseModel, ConfigDict
 
 from sql_tools._errors import LoadError, short
@@ -487,10 +486,21 @@ def load_files(
     return LoadReport(db=str(db_path), tables=[_result(i) for i in inputs], skipped=skipped)
 
 
-@task(name="load", retries=0)
-def load(paths: list[str], db_path: str, options: LoadOptions | None = None) -> LoadReport:
+def _load(paths: list[str], db_path: str, options: LoadOptions | None = None) -> LoadReport:
     """Prefect task wrapper around :func:`load_files`."""
     return load_files(paths, db_path, options)
 
 
-__all__ = ["LoadOptions", "LoadReport", "TableResult", "load", "load_files"]
+def __getattr__(name: str) -> Any:
+    """``load``, the Prefect task, is built on first use: loading as a library (and the CLI's
+    start-up) never pays for importing Prefect."""
+    if name == "load":
+        from prefect import task
+
+        built = task(name="load", retries=0)(_load)
+        globals()["load"] = built
+        return built
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["LoadOptions", "LoadReport", "TableResult", "load", "load_files"]  # noqa: F822 (lazy)
