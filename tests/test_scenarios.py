@@ -98,7 +98,14 @@ KNOWN_GAPS = {"two_causes"}
 def test_root_causes_are_exactly_the_planted_segments(investigated, request):
     exp, result, _ = investigated
     if exp["scenario"] in KNOWN_GAPS:
-        request.applymarker(pytest.mark.xfail(reason="known engine gap", strict=True))
+        request.applymarker(
+            pytest.mark.xfail(
+                reason="known engine gap: after BR, ios+tablet scores z=-3.8 against a Bonferroni "
+                "bound of 4.35; the cell-level dispersion is overstated on sparse revenue cells "
+                "(pure-noise segment z-scores have SD 0.75)",
+                strict=True,
+            )
+        )
     found = result.get("root_causes") or []
     if exp["data_quality"]:  # the plant is a data problem: a data_quality "cause" is fine
         found = [c for c in found if c.get("effect") != "data_quality"]
