@@ -414,8 +414,8 @@ def _with_mix(
     delta = totals["comparison"] - totals["baseline"]  # type: ignore[operator]
     if delta == 0:
         return causes
-    den = {"nb": cube.leaf["db"], "nc": cube.leaf["dc"], "qnb": cube.leaf["qdb"]}
-    den["qnc"] = cube.leaf["qdc"]
+    leaf = cube.leaf
+    den = {"nb": leaf["db"], "nc": leaf["dc"], "qnb": leaf["qdb"], "qnc": leaf["qdc"]}
     phi = float(np.median(additive_leaves(den).phi))
     s = cube.seg
     rest_b, rest_c = cube.total["db"], cube.total["dc"]
