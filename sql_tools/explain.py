@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, model_validator
 
 from sql_tools._context import ToolContext
+from sql_tools._errors import ToolInputError
 from sql_tools._sql import Filter, StrictModel
 from sql_tools.compare_periods import Period, PeriodColumnArg, TimeColumnArg
 
@@ -84,18 +85,14 @@ class ExplainChangeResult(BaseModel):
     elapsed_ms: float
 
 
-def _period_text(p: Period, which: str) -> str:
-    from sql_tools._errors import ToolInputError
-
-    if p.label is not None and p.start is None and p.end is None:
+def _period_text(p: Period, which: str, by_label: bool) -> str:
+    """A period as the engine's parser reads it: a label, or ``start:end``."""
+    if by_label and p.label is not None and p.start is None and p.end is None:
         return str(p.label)
-    if p.start is not None and p.label is None:
+    if not by_label and p.start is not None and p.label is None:
         return f"{p.start}:{p.end or p.start}"
-    raise ToolInputError(
-        f"{which}: give start (and end) for a date range, or label for a period column",
-        code="invalid_period",
-        field=which,
-    )
+    want = "label (with period_column)" if by_label else "start and end (with a time column)"
+    raise ToolInputError(f"{which}: give {want}", code="invalid_period", field=which)
 
 
 def explain(ctx: ToolContext, inp: ExplainChangeInput) -> ExplainChangeResult:
@@ -109,8 +106,8 @@ def explain(ctx: ToolContext, inp: ExplainChangeInput) -> ExplainChangeResult:
         table=inp.table,
         time_column=inp.time_column,
         period_column=inp.period_column,
-        baseline=_period_text(inp.baseline, "baseline"),
-        comparison=_period_text(inp.comparison, "comparison"),
+        baseline=_period_text(inp.baseline, "baseline", inp.period_column is not None),
+        comparison=_period_text(inp.comparison, "comparison", inp.period_column is not None),
         grain=inp.grain,
         dimensions=inp.dimensions,
         structured_filters=inp.filters,

@@ -149,6 +149,7 @@ def test_explain_change_is_a_tool_with_the_same_answer_as_the_library(scenario_d
             ({**args, "metric": "sum(revenue); DROP TABLE events"}, "invalid_arguments"),
             ({**args, "metric": "sum(no_such_column)"}, "unknown_column"),
             ({**args, "baseline": {"label": "x", "start": start}}, "invalid_period"),
+            ({**args, "baseline": {"label": "week 1"}}, "invalid_period"),
             ({**args, "max_depth": 5}, "limit_exceeded"),
         ):
             is_error, err = dispatch(ctx, "explain_change", bad)
