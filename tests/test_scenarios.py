@@ -89,23 +89,8 @@ def test_significance_matches_the_plant(investigated):
     )
 
 
-# Known gaps of the engine today, kept visible (strict: they fail the suite once fixed):
-# two_causes finds Brazil but the ios+tablet cause stays below the Bonferroni bound; mix_shift
-# names a sub-segment of paid_social instead of the channel itself.
-KNOWN_GAPS = {"two_causes"}
-
-
-def test_root_causes_are_exactly_the_planted_segments(investigated, request):
+def test_root_causes_are_exactly_the_planted_segments(investigated):
     exp, result, _ = investigated
-    if exp["scenario"] in KNOWN_GAPS:
-        request.applymarker(
-            pytest.mark.xfail(
-                reason="known engine gap: after BR, ios+tablet scores z=-3.8 against a Bonferroni "
-                "bound of 4.35; the cell-level dispersion is overstated on sparse revenue cells "
-                "(pure-noise segment z-scores have SD 0.75)",
-                strict=True,
-            )
-        )
     found = result.get("root_causes") or []
     if exp["data_quality"]:  # the plant is a data problem: a data_quality "cause" is fine
         found = [c for c in found if c.get("effect") != "data_quality"]

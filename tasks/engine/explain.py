@@ -81,6 +81,8 @@ def _explain(ctx: ToolContext, q: Question) -> Explanation:
     totals = _totals(ctx, q, cube)
     change = _significance(ctx, q, cube, totals)
     leaves = ratio_leaves(cube.leaf, cube.total) if kind == "ratio" else additive_leaves(cube.leaf)
+    if kind == "distinct":
+        leaves.phi = leaves.phi * _overlap(cube, totals)
     eligible = _eligible(cube, q.min_support)
     # Ratios of counts on real data carry heavy-tailed per-segment noise: there the search ranks
     # by explanatory power and asks each cause to carry a fifth of what is left unexplained.
@@ -270,6 +272,21 @@ def _significance(
             f"estimated from {len(leaves.v):,} segments"
         ),
     )
+
+
+def _overlap(cube: Cube, totals: dict[str, float | None]) -> float:
+    """How many leaves a distinct value is counted in, on average (at least 1).
+
+    A value seen in several leaves (a user in several channels) is counted once per leaf, so a
+    segment's leaf sum moves by that many at once when the value comes or goes: the noise of a
+    sum over leaves is that factor above the sum of the leaves' own noise. Measured on the whole
+    population as the leaf sum over the exact distinct count.
+    """
+    if not _finite(totals):
+        return 1.0
+    exact = float(totals["baseline"]) + float(totals["comparison"])  # type: ignore[arg-type]
+    summed = float(cube.leaf["nb"].sum() + cube.leaf["nc"].sum())
+    return max(1.0, summed / exact) if exact > 0 else 1.0
 
 
 def _localized(change: Change, found: Search, eligible: np.ndarray) -> Change:

@@ -8,8 +8,8 @@ The model, per leaf ``i`` (one combination of all searched dimensions):
   r_bi * (1 + g)`` against the observed numerator ``v_i = n_ci`` (the *rate* view).
 * noise: quasi-Poisson. ``P_i`` is the compound-Poisson variance of ``v_i - f_i`` from row-level
   sums of squares; a dispersion ``phi`` scales it and is estimated from the leaves themselves
-  (median of ``r_i^2 / P_i`` over the chi-square median), so pre-aggregated and event-level data
-  both get a fitting noise level.
+  (the mean of ``r_i^2 / P_i`` per size bin, leaves beyond the noise left out), so
+  pre-aggregated and event-level data both get a fitting noise level.
 
 A segment ``S`` is a candidate when its residual ``V_S - F_S`` is significant after a Bonferroni
 correction over every segment searched. The greedy step takes the candidate whose *ripple* fit
@@ -89,10 +89,20 @@ def weighted_median(x: np.ndarray, w: np.ndarray) -> float:
 
 
 def _dispersion(r: np.ndarray, P: np.ndarray, size: np.ndarray | None = None) -> np.ndarray:
-    """Per-leaf dispersion: the median of ``r^2 / P`` within bins of leaf size.
+    """Per-leaf dispersion: the mean of ``r^2 / P`` within bins of leaf size, leaves beyond the
+    noise left out.
 
     Small and large leaves rarely share one noise law (counts are Poisson-like, big sums move by
     a percentage), so the dispersion is measured per size decile and applied to each leaf.
+
+    Within a bin it is the Pearson estimate (the mean of ``r^2 / P``), which is right whatever
+    the shape of a leaf's noise: a median divided by the chi-square median assumes normal leaf
+    residuals, and leaves holding one or two events are far from that (a value seen in one
+    period only has ``r^2 / P`` of exactly 1, so the median overstated sparse data's noise by
+    2.2x). The leaves a cause moved must not count as noise: a leaf whose ``r^2 / P`` exceeds the
+    median-based scale times the chi-square bound at ``0.05 / leaves`` (what would be a
+    significant single leaf) is left out of the mean. Normal noise loses almost nothing to that
+    cut (the mean of a chi-square(1) below its 1 - 1e-6 quantile is 0.9999).
     """
     size = np.abs(size) if size is not None else P
     ok = (P > 0) & (size > 0)
@@ -100,16 +110,24 @@ def _dispersion(r: np.ndarray, P: np.ndarray, size: np.ndarray | None = None) ->
     if ok.sum() < 3:
         return out
     ratio = np.where(ok, r**2 / np.where(ok, P, 1.0), np.nan)
+    cut = float(stats.chi2.isf(0.05 / int(ok.sum()), 1))
     n_bins = int(min(10, max(1, ok.sum() // 30)))
     edges = np.quantile(size[ok], np.linspace(0, 1, n_bins + 1)[1:-1]) if n_bins > 1 else []
     bins = np.searchsorted(edges, size, side="right")
-    overall = max(float(np.nanmedian(ratio[ok])) / CHI2_MEDIAN, 1e-12)
+    overall = max(_pearson(ratio[ok], cut), 1e-12)
     for k in range(n_bins):
         sel = ok & (bins == k)
-        phi = float(np.nanmedian(ratio[sel])) / CHI2_MEDIAN if sel.sum() >= 5 else overall
+        phi = _pearson(ratio[sel], cut) if sel.sum() >= 5 else overall
         # a bin of mostly unchanged leaves must not make the others look infinitely precise
         out[bins == k] = max(phi, 0.1 * overall)
     return out
+
+
+def _pearson(ratio: np.ndarray, cut: float) -> float:
+    """Mean of ``r^2 / P`` over the leaves within the noise (see :func:`_dispersion`)."""
+    scale = float(np.median(ratio)) / CHI2_MEDIAN
+    keep = ratio <= scale * cut
+    return float(np.mean(ratio[keep])) if keep.any() else scale
 
 
 def additive_leaves(leaf: dict[str, np.ndarray]) -> Leaves:
@@ -161,9 +179,13 @@ def _typical_factor(v: np.ndarray, f: np.ndarray) -> float:
 
 
 def _floor(P: np.ndarray) -> np.ndarray:
+    """A variance for leaves with none measured (nothing observed in either period): a hundredth
+    of the median leaf's. Leaves with a variance keep their own; raising small leaves to a common
+    floor made every leaf in the smallest size bin share one absolute noise, so the bin's
+    dispersion fitted none of them and single small cells passed for causes."""
     pos = P[P > 0]
     floor = float(np.median(pos)) * 0.01 if pos.size else 1.0
-    return np.maximum(P, floor)
+    return np.where(P > 0, P, floor)
 
 
 class Groups:
@@ -248,6 +270,7 @@ def search(
     s = np.sqrt(leaves.phi * leaves.P)
     PS = groups.sums(leaves.P * leaves.phi, n_seg)
     picks: list[Pick] = []
+    explained = np.zeros(len(f), dtype=bool)
     taken = np.zeros(n_seg, dtype=bool)
     z0 = p0 = resid0 = None
     R_total: float | None = None
@@ -265,9 +288,15 @@ def search(
         cand = eligible & ~taken & (np.abs(z) >= threshold) & (np.abs(R) >= min_effect * R_total)
         if not cand.any():
             break
-        gain = _ripple_gain(
-            groups, f, v, s if gain_units == "noise" else np.ones_like(s), FS, VS, cand
-        )
+        units = s if gain_units == "noise" else np.ones_like(s)
+        gain = _ripple_gain(groups, f, v, units, FS, VS, cand)
+        rest = ~explained
+        if cand[0] and explained.any() and f[rest].sum() > 0:
+            # the even move is the move of what the causes so far left unexplained: rescaling
+            # leaves a cause already fits would only add error, and the global candidate could
+            # never compete with the largest piece of an even drift
+            k = v[rest].sum() / f[rest].sum()
+            gain[0] = float(((np.abs(v - f) - np.abs(v - f * k)) / units)[rest].sum())
         best = int(np.argmax(gain))
         if not np.isfinite(gain[best]) or gain[best] <= 0:
             break
@@ -276,6 +305,11 @@ def search(
             best = _climb(cube, best, VS, FS, PS, eligible & ~taken, alpha)
         factor = VS[best] / FS[best] if FS[best] > 0 else np.inf
         members = _members(groups, best)
+        if best == 0 and explained.any():
+            members = np.flatnonzero(~explained)
+            factor = v[members].sum() / f[members].sum() if f[members].sum() > 0 else np.inf
+        elif best != 0:
+            explained[members] = True
         before = f[members]
         f[members] = v[members] if not np.isfinite(factor) else before * factor
         # only the pick's leaves changed: update every segment's expectation by their change
