@@ -12,8 +12,11 @@ One streaming pass, in chunks, that
 * writes a UTF-8 copy for DuckDB when the original cannot be read as it is (transcoded or
   compressed input).
 
-Blocks without a quote character are checked with bytes operations (split + count); anything
-else goes through :mod:`csv`. Both report the same physical line numbers.
+Blocks are checked with bytes operations first (a delimiter-and-newline skeleton of the block,
+or one regular expression when it holds quotes); a block these do not accept goes through
+:mod:`csv`, which names the bad line. Both report the same physical line numbers. The hash of a
+large plain file is computed on a second thread (``hashlib`` releases the GIL) while the main
+thread checks the records.
 """
 
 from __future__ import annotations
@@ -27,11 +30,13 @@ import os
 import re
 import tempfile
 import zlib
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
-from typing import BinaryIO, Protocol
+from typing import BinaryIO, NamedTuple, Protocol
 
 from sql_tools._errors import LoadError
 from tasks._sniff import (
@@ -44,6 +49,10 @@ from tasks._sniff import (
 
 CHUNK = 1 << 20
 DUCKDB_MIN_LINE = 2 * 1024 * 1024
+HASH_THREAD_MIN_BYTES = 8 * CHUNK
+"""Plain files larger than this are hashed on a second thread."""
+_HASH_QUEUE = 8
+"""Chunks handed to the hashing thread and not yet hashed, at most (bounds the memory held)."""
 _CP1252_PLAUSIBLE = set(
     "ÀÁÂÃÄÅÆÇÈÉÊËÌÍÎÏÑÒÓÔÕÖØÙÚÛÜÝßàáâãäåæçèéêëìíîïñòóôõöøùúûüýœŒšŠžŽ€£¥°’‘“”–—«»§µ²³·¿¡©®™…"
 )
@@ -83,16 +92,34 @@ class CsvScan:
 
 
 class _HashingReader:
-    """File wrapper that feeds every byte read into a hash."""
+    """File wrapper that feeds every byte read into a hash.
 
-    def __init__(self, raw: BinaryIO, hasher: hashlib._Hash) -> None:
+    With ``threaded``, the hash is updated on a single worker thread, in read order, while the
+    caller goes on with the bytes; :meth:`wait` returns once every byte read is hashed.
+    """
+
+    def __init__(self, raw: BinaryIO, hasher: hashlib._Hash, threaded: bool = False) -> None:
         self._raw = raw
         self._hasher = hasher
+        self._pool = ThreadPoolExecutor(1, "drilldown-sha256") if threaded else None
+        self._pending: deque[Future[None]] = deque()
 
     def read(self, size: int = -1) -> bytes:
         data = self._raw.read(size)
-        self._hasher.update(data)
+        if self._pool is None:
+            self._hasher.update(data)
+            return data
+        self._pending.append(self._pool.submit(self._hasher.update, data))
+        while len(self._pending) > _HASH_QUEUE:
+            self._pending.popleft().result()
         return data
+
+    def wait(self) -> None:
+        """Block until every byte read so far has been hashed; stop the worker thread."""
+        while self._pending:
+            self._pending.popleft().result()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
 
     def drain(self) -> None:
         """Hash the rest of the file (bytes the decompressor did not need)."""
@@ -115,10 +142,16 @@ class _RawStream:
         self._name = name
         self._max = max_bytes
         self._compressed = compressed
+        self._reader: _HashingReader | None = None
         self.total = 0
 
     def __iter__(self) -> Iterator[bytes]:
         return self._gzip() if self._compressed else self._plain()
+
+    def wait(self) -> None:
+        """Block until every byte read so far is in the hash (see :class:`_HashingReader`)."""
+        if self._reader is not None:
+            self._reader.wait()
 
     def _plain(self) -> Iterator[bytes]:
         size = os.fstat(self._f.fileno()).st_size
@@ -126,10 +159,14 @@ class _RawStream:
             raise LoadError(
                 f"{self._name}: file is {size} bytes, more than the limit max_bytes={self._max}"
             )
-        reader = _HashingReader(self._f, self._hasher)
-        while chunk := reader.read(CHUNK):
-            self._count(chunk)
-            yield chunk
+        reader = _HashingReader(self._f, self._hasher, threaded=size > HASH_THREAD_MIN_BYTES)
+        self._reader = reader
+        try:
+            while chunk := reader.read(CHUNK):
+                self._count(chunk)
+                yield chunk
+        finally:
+            reader.wait()
 
     def _gzip(self) -> Iterator[bytes]:
         magic = self._f.read(2)
@@ -237,11 +274,39 @@ def _cp1252_plausible(line: bytes) -> bool:
     return bool(odd) and all(ch in _CP1252_PLAUSIBLE for ch in odd)
 
 
+class _Block(NamedTuple):
+    """A line-aligned block and what one pass over it counted."""
+
+    data: bytes
+    first: int
+    """Number of the block's first line (1-based)."""
+    newlines: int
+    """``\\n`` bytes in ``data`` (``\\r\\n`` included)."""
+    crlfs: int
+    """``\\r\\n`` pairs in ``data``."""
+    lone_crs: int
+    """``\\r`` bytes not followed by ``\\n``."""
+    skeleton: bytes | None = None
+    """``data`` with every byte but the delimiter and ``\\n`` deleted; only for blocks without
+    ``\\r`` or quotes once the delimiter is known (see ``_Blocks.skeleton_delete``)."""
+
+
+def _block(data: bytes, first: int) -> _Block:
+    """A :class:`_Block` of ``data`` (no skeleton)."""
+    if b"\r" not in data:
+        return _Block(data, first, data.count(b"\n"), 0, 0)
+    crlfs = data.count(b"\r\n")
+    return _Block(data, first, data.count(b"\n"), crlfs, data.count(b"\r") - crlfs)
+
+
 class _Blocks:
     """Line-aligned blocks of validated UTF-8, each with the number of its first line.
 
     Also enforces the line-length cap while buffering (a line with no end is never held in
     memory beyond ``max_line`` bytes) and copies each block to ``sink`` when one is given.
+    Once the checker sets ``skeleton_delete`` (every byte but the delimiter and ``\\n``),
+    blocks without ``\\r`` or quotes are reduced to their skeleton, which both counts the
+    lines and lets the checker compare field counts, in one pass over the bytes.
     """
 
     def __init__(
@@ -261,8 +326,9 @@ class _Blocks:
         self.bytes = 0
         self.line_ends: set[str] = set()  # kinds seen: "\n", "\r\n", "\r"
         self.ends_with_newline = True
+        self.skeleton_delete: bytes | None = None
 
-    def __iter__(self) -> Iterator[tuple[bytes, int]]:
+    def __iter__(self) -> Iterator[_Block]:
         buf = b""
         for chunk in self._chunks:
             buf = buf + chunk if buf else chunk
@@ -284,7 +350,7 @@ class _Blocks:
         i = buf.rfind(b"\r", 0, len(buf) - 1)
         return i + 1 if i >= 0 and buf[i + 1 : i + 2] != b"\n" else 0
 
-    def _emit(self, block: bytes) -> tuple[bytes, int]:
+    def _emit(self, block: bytes) -> _Block:
         first = self.lines + 1
         if self._validate and not block.isascii():
             try:
@@ -300,22 +366,23 @@ class _Blocks:
             raise LoadError(f"{self._name}: binary data (NUL byte) at line {line}{hint}")
         if self._sink is not None:
             self._sink.write(block)
-        self._count_ends(block)
+        if self.skeleton_delete is not None and b"\r" not in block and b'"' not in block:
+            skeleton = block.translate(None, self.skeleton_delete)
+            out = _Block(block, first, skeleton.count(b"\n"), 0, 0, skeleton)
+        else:
+            out = _block(block, first)
+        self._count_ends(out)
         self.bytes += len(block)
         self.ends_with_newline = block.endswith((b"\n", b"\r"))
-        return block, first
+        return out
 
-    def _count_ends(self, block: bytes) -> None:
-        lf = block.count(b"\n")
-        if b"\r" in block:
-            crlf = block.count(b"\r\n")
-            cr = block.count(b"\r") - crlf
-            lf -= crlf
-            self.lines += lf + crlf + cr
-            self.line_ends.update(k for k, n in (("\r\n", crlf), ("\r", cr)) if n)
-        else:
-            self.lines += lf
-        if lf:
+    def _count_ends(self, block: _Block) -> None:
+        self.lines += block.newlines + block.lone_crs
+        if block.lone_crs:
+            self.line_ends.add("\r")
+        if block.crlfs:
+            self.line_ends.add("\r\n")
+        if block.newlines > block.crlfs:
             self.line_ends.add("\n")
 
     def _utf8_error(self, block: bytes, first: int, pos: int) -> LoadError:
@@ -337,7 +404,7 @@ class _Blocks:
 class _LineSource:
     """Lines for :func:`csv.reader`: the current block, then further blocks on demand."""
 
-    def __init__(self, block: bytes, more: Iterator[tuple[bytes, int]], max_line: int) -> None:
+    def __init__(self, block: bytes, more: Iterator[_Block], max_line: int) -> None:
         self._more = more
         self._max_line = max_line
         self._lines: list[str] = []
@@ -360,7 +427,7 @@ class _LineSource:
             if nxt is None:
                 raise StopIteration
             self.on_first_block = False
-            self._load(nxt[0])
+            self._load(nxt.data)
         line = self._lines[self._i]
         self._i += 1
         self.consumed += 1
@@ -398,37 +465,42 @@ class _Checker:
         """Build the per-file helpers of the fast path once the header is known."""
         d = self.delimiter.encode()
         k = self.ncols - 1
-        self._keep_only = bytes(b for b in range(256) if b not in (d[0], 10))
+        # every byte but the delimiter and \n: deleting them leaves a block's skeleton
+        self.skeleton_delete = bytes(b for b in range(256) if b not in (d[0], 10))
         self._line_shape = d * k + b"\n"
         dq = re.escape(d)
         fld = rb'(?:"[^"\n]*+(?:""[^"\n]*+)*+"|[^"' + dq + rb"\r\n]*+)"
         rec = fld + rb"(?:" + dq + fld + rb"){%d}\r?\n" % k
         self._records_re = re.compile(rb"(?:" + rec + rb")*+")
 
-    def fast(self, block: bytes, first: int) -> bool:
+    def fast(self, blk: _Block) -> bool:
         """Check a block with bytes operations only; True when every line is a good record.
 
-        Blocks without quotes: delete every byte but the delimiter and newline, and compare
-        with ``delimiter * (n - 1) + newline`` repeated. Blocks with quotes: one regular
-        expression that accepts only records of exactly the header's field count whose quoted
-        fields hold no newline. Returns False (and counts nothing) when the block needs the
-        :mod:`csv` path, which then locates the problem line exactly: blank lines, lone CRs,
-        embedded newlines, a wrong field count or an over-long line.
+        Blocks without quotes: delete every byte but the delimiter and newline (the block's
+        skeleton, when :class:`_Blocks` made one), and compare with
+        ``delimiter * (n - 1) + newline`` repeated. Blocks with quotes: one regular expression
+        that accepts only records of exactly the header's field count whose quoted fields hold
+        no newline. Returns False (and counts nothing) when the block needs the :mod:`csv`
+        path, which then locates the problem line exactly: blank lines, lone CRs, embedded
+        newlines, a wrong field count or an over-long line.
         """
         if self.header is None or self.ncols < 2 or self.blank_at is not None:
             return False
-        if b"\r" in block and block.count(b"\r") != block.count(b"\r\n"):
+        if blk.lone_crs:
             return False
-        whole = block if block.endswith(b"\n") else block + b"\n"
-        n = whole.count(b"\n")
-        if b'"' in whole:
+        end = b"" if blk.data.endswith(b"\n") else b"\n"  # the last block may lack a line end
+        whole, n = blk.data + end, blk.newlines + len(end)
+        if blk.skeleton is not None:
+            if blk.skeleton + end != self._line_shape * n:
+                return False
+        elif b'"' in whole:
             if self._records_re.fullmatch(whole) is None:
                 return False
-        elif whole.translate(None, self._keep_only) != self._line_shape * n:
+        elif whole.translate(None, self.skeleton_delete) != self._line_shape * n:
             return False
         if self._has_long_line(whole):
             return False
-        self._add_rows(n, first)
+        self._add_rows(n, blk.first)
         return True
 
     def _has_long_line(self, block: bytes) -> bool:
@@ -453,7 +525,7 @@ class _Checker:
         self,
         block: bytes,
         first: int,
-        more: Iterator[tuple[bytes, int]],
+        more: Iterator[_Block],
         header_only: bool = False,
     ) -> tuple[bytes, int] | None:
         """Check records with :mod:`csv` from ``block`` on, until a record ends at a block end.
@@ -666,6 +738,7 @@ def _scan(
         finally:
             if sink is not None:
                 sink.close()
+    raw.wait()
     scan.warnings.extend(checker.finish(blocks.lines + (0 if blocks.ends_with_newline else 1)))
     scan.delimiter = checker.delimiter
     scan.labels = checker.header or []
@@ -682,21 +755,22 @@ def _scan(
 def _check_blocks(blocks: _Blocks, name: str, limits: ScanLimits, tab: bool) -> _Checker:
     """Run the record checks over every block; returns the checker with its counts."""
     checker = _Checker(name, limits)
-    it: Iterator[tuple[bytes, int]] = iter(blocks)
+    it: Iterator[_Block] = iter(blocks)
     head = next(it, None)
     if head is None:
         return checker
     second = next(it, None)
     if second is not None:
         it = chain([second], it)
-    block, first = head
-    checker.delimiter = _choose_delimiter(block, limits, tab, name, complete=second is None)
-    rest = checker.slow(block, first, it, header_only=True)
-    if rest is not None and not checker.fast(*rest):
+    checker.delimiter = _choose_delimiter(head.data, limits, tab, name, complete=second is None)
+    rest = checker.slow(head.data, head.first, it, header_only=True)
+    if checker.header is not None and checker.ncols >= 2:
+        blocks.skeleton_delete = checker.skeleton_delete
+    if rest is not None and not checker.fast(_block(*rest)):
         checker.slow(*rest, it)
-    for block, first in it:
-        if not checker.fast(block, first):
-            checker.slow(block, first, it)
+    for blk in it:
+        if not checker.fast(blk):
+            checker.slow(blk.data, blk.first, it)
     return checker
 
 

@@ -1,9 +1,11 @@
-"""DuckDB side of the loader: read a validated file into a staging table and tidy its columns.
+"""DuckDB side of the loader: read a validated file into a table and tidy its columns.
 
-Staging tables live in an attached in-memory database and are built in auto-commit mode, so a
-failed statement (e.g. a type detected from the 20,480-row sample that does not fit a later
-row) can be retried without aborting the caller's transaction. The caller copies the finished
-tables into the real database inside one transaction.
+The loader first reads every file straight into its final table inside the load transaction,
+so DuckDB writes each table once. A failed statement aborts that transaction, so a read that
+needs a second attempt (a type detected from the 20,480-row sample that does not fit a later
+row, or mixed line endings) raises :class:`Reread` instead; the caller then rolls back and
+builds staging tables in an attached in-memory database in auto-commit mode, where such a read
+is retried, and copies the finished tables into the real database inside one transaction.
 
 SQL text here holds identifiers only (quoted by :func:`quote_ident`); every value is a bound
 parameter.
@@ -11,6 +13,7 @@ parameter.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import duckdb
@@ -84,35 +87,66 @@ _LENIENT_WARNING = (
 )
 
 
+@dataclass
+class ReadPlan:
+    """How DuckDB reads a CSV: strict mode or not, types from its sample or from every row, and
+    the warnings that these choices add."""
+
+    strict: bool = True
+    full_sample: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+
+class Reread(Exception):
+    """A read inside the load transaction failed in a way that a second read fixes; ``plan`` is
+    the read to try next (the retry :func:`stage_csv` would have made)."""
+
+    def __init__(self, plan: ReadPlan) -> None:
+        super().__init__(plan)
+        self.plan = plan
+
+
 def stage_csv(
-    con: duckdb.DuckDBPyConnection, scan: CsvScan, path: Path, target: str, names: list[str]
+    con: duckdb.DuckDBPyConnection,
+    scan: CsvScan,
+    path: Path,
+    target: str,
+    names: list[str],
+    *,
+    retry: bool = True,
+    plan: ReadPlan | None = None,
 ) -> list[str]:
-    """Read a validated CSV into ``target`` (a quoted ``stage.table``); returns warnings.
+    """Read a validated CSV into ``target`` (a quoted ``schema.table``); returns warnings.
 
     Type detection uses DuckDB's sample first; when a later row does not fit the sampled type
     (ConversionException), the table is read again with ``sample_size=-1``. DuckDB's strict
     mode refuses files with mixed line endings; those (and only those, as seen by the Python
     pass) are read again with ``strict_mode=false``; the field counts were already checked
     record by record and the row count is reconciled by the caller.
+
+    Args:
+        retry: False inside a transaction, where a failed statement cannot be retried: a read
+            that would be retried raises :class:`Reread` instead.
+        plan: Where to start (from :class:`Reread`); None for a strict read with the sample.
     """
-    warnings: list[str] = []
-    strict = True
-    full_sample = False
+    plan = ReadPlan() if plan is None else replace(plan, warnings=list(plan.warnings))
     for _ in range(3):
-        params = [str(path), names, scan.delimiter, strict, scan.max_line_bytes]
+        params = [str(path), names, scan.delimiter, plan.strict, scan.max_line_bytes]
         try:
-            con.execute(_read_csv_sql(target, full_sample), params)
-            return warnings
+            con.execute(_read_csv_sql(target, plan.full_sample), params)
+            return plan.warnings
         except duckdb.ConversionException as e:
-            if full_sample:
+            if plan.full_sample:
                 raise _read_error(scan, path, e) from None
-            full_sample = True
-            warnings.append(_SAMPLE_WARNING)
+            plan.full_sample = True
+            plan.warnings.append(_SAMPLE_WARNING)
         except duckdb.Error as e:
-            if not (strict and scan.mixed_line_ends and "sniffing" in str(e)):
+            if not (plan.strict and scan.mixed_line_ends and "sniffing" in str(e)):
                 raise _read_error(scan, path, e) from None
-            strict = False
-            warnings.append(_LENIENT_WARNING)
+            plan.strict = False
+            plan.warnings.append(_LENIENT_WARNING)
+        if not retry:
+            raise Reread(plan)
     raise LoadError(f"{scan.source.name}: DuckDB could not read the file")
 
 

@@ -1,10 +1,13 @@
 """Strict file loader: CSV/TSV (optionally gzip-compressed) and Parquet files into DuckDB.
 
 Every file is validated completely in Python before the database is opened for writing (see
-:mod:`tasks._csv`). Files are then read by DuckDB into staging tables, reconciled against the
-Python row count, and copied into the database in one transaction together with their
-catalogue records and profiles. Any error rolls everything back: the database file is left as
-it was (or removed, if this call created it). A table is never partially loaded.
+:mod:`tasks._csv`). Files are then read by DuckDB straight into their tables inside one
+transaction, reconciled against the Python row count, and committed together with their
+catalogue records and profiles. When a read needs a second attempt (see :mod:`tasks._duck`),
+that transaction is rolled back and the files are read into in-memory staging tables first and
+copied into the database in one transaction. Any error rolls everything back: the database
+file is left as it was (or removed, if this call created it). A table is never partially
+loaded.
 """
 
 from __future__ import annotations
@@ -27,7 +30,16 @@ from pydantic import BaseModel, ConfigDict
 from sql_tools._errors import LoadError, short
 from sql_tools.catalog import ColumnInfo, LoadRecord, ensure_catalog, read_catalog, write_load
 from tasks._csv import CsvScan, scan_csv
-from tasks._duck import column_types, duck_message, fix_columns, row_count, stage_csv, stage_parquet
+from tasks._duck import (
+    ReadPlan,
+    Reread,
+    column_types,
+    duck_message,
+    fix_columns,
+    row_count,
+    stage_csv,
+    stage_parquet,
+)
 from tasks._names import column_names, table_name
 from tasks._names import quote_ident as q
 from tasks._sniff import binary_kind, canonical_codec
@@ -103,6 +115,7 @@ class _Input:
     status: Literal["loaded", "replaced", "unchanged"] = "loaded"
     record: LoadRecord | None = None
     stat: tuple[int, int] = (0, 0)  # (size, mtime_ns) when validation started
+    plan: ReadPlan | None = None  # how to read the CSV again after a Reread
 
 
 # --------------------------------------------------------------------------------------------
@@ -276,9 +289,17 @@ def _validate(item: _Input, opts: LoadOptions, tmpdir: Path) -> None:
 
 
 def _connect(db: Path) -> duckdb.DuckDBPyConnection:
-    """Open the writer connection; a lock held elsewhere becomes a clear LoadError."""
+    """Open the writer connection; a lock held elsewhere becomes a clear LoadError.
+
+    Checkpoints of this connection do not vacuum: the loader never deletes rows of a user table
+    (a replaced table is dropped whole), so merging row groups would only rewrite a freshly
+    loaded table a second time (seconds for millions of rows). No progress bar is printed.
+    """
     try:
-        return duckdb.connect(str(db), config={"autoinstall_known_extensions": False})
+        con = duckdb.connect(str(db), config={"autoinstall_known_extensions": False})
+        con.execute("SET max_vacuum_tasks = 0")
+        con.execute("SET enable_progress_bar = false")
+        return con
     except duckdb.IOException as e:
         if "lock" in str(e).lower():
             raise LoadError(
@@ -326,15 +347,33 @@ def _decide(con: duckdb.DuckDBPyConnection, inputs: list[_Input]) -> None:
             item.status = "replaced"
 
 
-def _stage(con: duckdb.DuckDBPyConnection, item: _Input, opts: LoadOptions, tmpdir: Path) -> None:
-    """Build the staging table of one input, reconcile its rows, and prepare its record."""
-    target = f"{q(_STAGE)}.{q(item.table)}"
+def _stage(
+    con: duckdb.DuckDBPyConnection,
+    item: _Input,
+    opts: LoadOptions,
+    tmpdir: Path,
+    target: str,
+    *,
+    retry: bool = True,
+) -> None:
+    """Read one input into ``target``, reconcile its rows, and prepare its record.
+
+    ``target`` is the staging table, or with ``retry=False`` (inside the load transaction) the
+    final table; see :func:`stage_csv`. A :class:`Reread` leaves the read to try next in
+    ``item.plan``.
+    """
     names, renames = column_names(item.labels)
     name = item.path.name
     read_path = _safe_path(item, tmpdir)
     if item.scan is not None:
         warnings = item.scan.warnings + renames
-        warnings += stage_csv(con, item.scan, read_path, target, names)
+        try:
+            warnings += stage_csv(
+                con, item.scan, read_path, target, names, retry=retry, plan=item.plan
+            )
+        except Reread as e:
+            item.plan = e.plan
+            raise
         expected = item.scan.rows
     else:
         warnings = renames
@@ -392,8 +431,35 @@ def _safe_path(item: _Input, tmpdir: Path) -> Path:
     return link
 
 
-def _commit(con: duckdb.DuckDBPyConnection, items: list[_Input]) -> None:
-    """Copy the staged tables into ``main`` with their records and profiles, in one transaction."""
+def _load_direct(
+    con: duckdb.DuckDBPyConnection, items: list[_Input], opts: LoadOptions, tmpdir: Path
+) -> None:
+    """Read every input straight into ``main``, profile and commit, all in one transaction.
+
+    Raises:
+        Reread: A file needs a second read, which a transaction cannot retry; the caller rolls
+            back and uses :func:`_load_staged`.
+    """
+    con.execute("BEGIN TRANSACTION")
+    ensure_catalog(con)
+    for item in items:
+        target = f"main.{q(item.table)}"
+        con.execute(f"DROP TABLE IF EXISTS {target}")
+        _stage(con, item, opts, tmpdir, target, retry=False)
+        assert item.record is not None
+        write_load(con, item.record)
+    profile_database(con, tables=[item.table for item in items])
+    con.execute("COMMIT")
+
+
+def _load_staged(
+    con: duckdb.DuckDBPyConnection, items: list[_Input], opts: LoadOptions, tmpdir: Path
+) -> None:
+    """Read every input into an in-memory staging table (auto-commit, so a read can be
+    retried), then copy them into ``main`` with their records and profiles in one transaction."""
+    con.execute(f"ATTACH ':memory:' AS {q(_STAGE)}")
+    for item in items:
+        _stage(con, item, opts, tmpdir, f"{q(_STAGE)}.{q(item.table)}")
     con.execute("BEGIN TRANSACTION")
     ensure_catalog(con)
     for item in items:
@@ -406,7 +472,7 @@ def _commit(con: duckdb.DuckDBPyConnection, items: list[_Input]) -> None:
 
 
 def _write(inputs: list[_Input], db: Path, opts: LoadOptions, tmpdir: Path) -> None:
-    """Open the database, stage what changed and commit it all, or leave the file untouched."""
+    """Open the database, load what changed and commit it all, or leave the file untouched."""
     existed = db.exists()
     con = _connect(db)
     done = False
@@ -414,10 +480,11 @@ def _write(inputs: list[_Input], db: Path, opts: LoadOptions, tmpdir: Path) -> N
         _decide(con, inputs)
         todo = [item for item in inputs if item.status != "unchanged"]
         if todo:
-            con.execute(f"ATTACH ':memory:' AS {q(_STAGE)}")
-            for item in todo:
-                _stage(con, item, opts, tmpdir)
-            _commit(con, todo)
+            try:
+                _load_direct(con, todo, opts, tmpdir)
+            except Reread:
+                _rollback(con)
+                _load_staged(con, todo, opts, tmpdir)
         done = True
     except duckdb.Error as e:
         raise LoadError(

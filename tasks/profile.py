@@ -5,9 +5,13 @@ count, min/max, the most frequent values, whether a text column is mostly number
 guess at the column's role. Join keys are many-to-one relations between loaded tables, proposed
 from column names and types and then verified against the values.
 
-Cost per table: one ``count(*)``, one aggregate query that computes everything except samples for
-all columns in a single scan, and one small ``GROUP BY`` (or ``LIMIT``) query per column for the
-samples. Identifiers are always quoted; values are always passed as ``?`` parameters.
+Cost per table: one ``count(*)``, one aggregate query that computes everything except samples and
+the min/max of text columns for all columns in a single scan, and one small ``GROUP BY`` (or
+``LIMIT``) query per column for the samples; for a text column that ``GROUP BY`` also gives the
+min/max (over its distinct values, much cheaper than comparing strings on every row). Only when
+needed: one more aggregate for the min/max of near-unique text columns, and one for the examples
+in the notes of mixed text columns. Identifiers are always quoted; values are always passed as
+``?`` parameters.
 
 Everything here runs on the loader's writer connection, inside the loader's transaction: nothing
 commits or rolls back, every result is fetched completely (DuckDB 2.0 refuses relation work on a
@@ -248,23 +252,62 @@ def _columns(con: duckdb.DuckDBPyConnection, table: str) -> list[tuple[str, str]
     return [(str(n), str(t)) for n, t in rows]
 
 
-def _mixed(
-    non_null: int, numbers: int, dates: int, num_example: Any, date_example: Any
-) -> tuple[bool, str | None]:
-    """Decide whether a text column is mostly (but not all) numbers or dates."""
+_NOT_A = {"numbers": "DOUBLE", "dates": "DATE"}
+"""Mixed kind -> the type its odd values (the example in the note) do not cast to."""
+
+
+def _mixed_kind(non_null: int, numbers: int, dates: int) -> str | None:
+    """``numbers`` or ``dates`` when a text column is mostly (but not all) of them, else None."""
     if non_null == 0:
-        return False, None
-    if numbers >= dates:
-        count, noun, adjective, example = numbers, "numbers", "numeric", num_example
-    else:
-        count, noun, adjective, example = dates, "dates", "date", date_example
+        return None
+    kind, count = ("numbers", numbers) if numbers >= dates else ("dates", dates)
     if count < non_null and count >= MIXED_MIN_SHARE * non_null:
-        note = (
-            f"mostly {adjective} text: {count} of {non_null} values are {noun} "
-            f"(e.g. {short(example, 60)})"
-        )
-        return True, note
-    return False, None
+        return kind
+    return None
+
+
+def _mixed_note(kind: str, non_null: int, count: int, example: Any) -> str:
+    """The note of a mixed text column: ``mostly numeric text: 3 of 4 values are numbers ...``."""
+    adjective = "numeric" if kind == "numbers" else "date"
+    return (
+        f"mostly {adjective} text: {count} of {non_null} values are {kind} "
+        f"(e.g. {short(example, 60)})"
+    )
+
+
+def _mixed_examples(
+    con: duckdb.DuckDBPyConnection, table: str, kinds: dict[str, str]
+) -> dict[str, Any]:
+    """For each mixed column, its smallest value that is not of the column's mixed kind.
+
+    One scan for all mixed columns; none when no column is mixed (the common case: the
+    filtered minimum costs more than the rest of the profile).
+    """
+    if not kinds:
+        return {}
+    exprs = [
+        f"min({quote(c)}) FILTER (WHERE TRY_CAST({quote(c)} AS {_NOT_A[k]}) IS NULL)"
+        for c, k in kinds.items()
+    ]
+    row = _fetch_all(con, f"SELECT {', '.join(exprs)} FROM {_table_ref(table)}")[0]
+    return dict(zip(kinds, row, strict=True))
+
+
+def _near_unique(non_null: int, distinct: int) -> bool:
+    """True when the samples are the first values found rather than the most frequent ones."""
+    return non_null > NEAR_UNIQUE_MIN_VALUES and distinct >= NEAR_UNIQUE_SHARE * non_null
+
+
+def _sample_list(values: Iterable[Any]) -> list[Scalar]:
+    """The first five different values, JSON-safe and cut to ``TEXT_LIMIT``."""
+    out: list[Scalar] = []
+    for value in values:
+        v = _cut(jsonable(value))
+        if v not in out:
+            out.append(v)
+        if len(out) == SAMPLE_SIZE:
+            break
+    return out
 
 
 def _samples(
@@ -274,7 +317,7 @@ def _samples(
     if non_null == 0:
         return []
     q, t = quote(column), _table_ref(table)
-    if non_null > NEAR_UNIQUE_MIN_VALUES and distinct >= NEAR_UNIQUE_SHARE * non_null:
+    if _near_unique(non_null, distinct):
         rows = _fetch_all(con, f"SELECT {q} FROM {t} WHERE {q} IS NOT NULL LIMIT ?", [20])
     else:
         rows = _fetch_all(
@@ -283,14 +326,34 @@ def _samples(
             f"ORDER BY count(*) DESC, {q} LIMIT ?",
             [SAMPLE_SIZE],
         )
-    out: list[Scalar] = []
-    for (value,) in rows:
-        v = _cut(jsonable(value))
-        if v not in out:
-            out.append(v)
-        if len(out) == SAMPLE_SIZE:
-            break
-    return out
+    return _sample_list(value for (value,) in rows)
+
+
+def _samples_and_range(
+    con: duckdb.DuckDBPyConnection, table: str, column: str
+) -> tuple[list[Scalar], Any, Any]:
+    """The five most frequent non-null values of a column, and its min and max, from one
+    ``GROUP BY`` (the same samples as :func:`_samples` for a column that is not near-unique)."""
+    q, t = quote(column), _table_ref(table)
+    top, low, high = _fetch_all(
+        con,
+        f"WITH g AS (SELECT {q} AS v, count(*) AS n FROM {t} WHERE {q} IS NOT NULL GROUP BY 1) "
+        "SELECT (SELECT list(v ORDER BY n DESC, v) FROM "
+        "(SELECT v, n FROM g ORDER BY n DESC, v LIMIT ?)), min(v), max(v) FROM g",
+        [SAMPLE_SIZE],
+    )[0]
+    return _sample_list(top or []), low, high
+
+
+def _ranges(
+    con: duckdb.DuckDBPyConnection, table: str, columns: list[str]
+) -> dict[str, tuple[Any, Any]]:
+    """``(min, max)`` of each column, in one scan (none when ``columns`` is empty)."""
+    if not columns:
+        return {}
+    exprs = [f"min({quote(c)}), max({quote(c)})" for c in columns]
+    row = _fetch_all(con, f"SELECT {', '.join(exprs)} FROM {_table_ref(table)}")[0]
+    return {c: (row[2 * i], row[2 * i + 1]) for i, c in enumerate(columns)}
 
 
 def profile_table(
@@ -320,7 +383,7 @@ def profile_table(
     row_count = int(_fetch_all(con, f"SELECT count(*) FROM {tref}")[0][0])
     exact = row_count <= exact_distinct_max_rows
 
-    # One scan: every statistic except the samples, for all columns.
+    # One scan: every statistic except the samples and the text min/max, for all columns.
     exprs: list[str] = []
     slots: list[dict[str, int]] = []
     for name, duck_type in cols:
@@ -333,41 +396,55 @@ def profile_table(
 
         add(f"count({q})", "nn")
         add(f"count(DISTINCT {q})" if exact else f"approx_count_distinct({q})", "distinct")
-        if _has_min_max(duck_type):
+        if _has_min_max(duck_type) and kind_of(duck_type) != "text":
             add(f"min({q})", "min")
             add(f"max({q})", "max")
         if kind_of(duck_type) == "text":
-            not_num = f"TRY_CAST({q} AS DOUBLE) IS NULL"
-            not_date = f"TRY_CAST({q} AS DATE) IS NULL"
             add(f"count(TRY_CAST({q} AS DOUBLE))", "numbers")
             add(f"count(TRY_CAST({q} AS DATE))", "dates")
-            add(f"min({q}) FILTER (WHERE {not_num})", "num_example")
-            add(f"min({q}) FILTER (WHERE {not_date})", "date_example")
             add(f"avg(length({q}))", "avg_length")
         slots.append(slot)
     agg = _fetch_all(con, f"SELECT {', '.join(exprs)} FROM {tref}")[0] if exprs else ()
 
-    profiles: list[ColumnProfile] = []
-    for (name, duck_type), slot in zip(cols, slots, strict=True):
+    stats: list[dict[str, Any]] = []
+    for slot in slots:
+        st = {key: agg[i] for key, i in slot.items()}
+        st["nn"] = non_null = int(st["nn"] or 0)
+        st["distinct"] = min(int(st["distinct"] or 0), non_null)
+        if non_null and not st["distinct"]:
+            st["distinct"] = 1  # an estimate can't be below one when a value exists
+        stats.append(st)
 
-        def val(key: str, slot: dict[str, int] = slot) -> Any:
-            return agg[slot[key]] if key in slot else None
-
-        non_null = int(val("nn") or 0)
-        distinct = min(int(val("distinct") or 0), non_null)
-        if non_null and not distinct:
-            distinct = 1  # an estimate can't be below one when a value exists
-        mixed, note = False, None
-        avg_length = None
+    counts: dict[str, tuple[int, int]] = {}  # mixed text column -> (non-null, numbers or dates)
+    kinds: dict[str, str] = {}
+    near_unique_text: list[str] = []
+    for (name, duck_type), st in zip(cols, stats, strict=True):
         if kind_of(duck_type) == "text":
-            mixed, note = _mixed(
-                non_null,
-                int(val("numbers") or 0),
-                int(val("dates") or 0),
-                val("num_example"),
-                val("date_example"),
-            )
-            avg_length = float(val("avg_length") or 0.0)
+            non_null, numbers, dates = st["nn"], int(st["numbers"] or 0), int(st["dates"] or 0)
+            kind = _mixed_kind(non_null, numbers, dates)
+            if kind is not None:
+                kinds[name] = kind
+                counts[name] = (non_null, numbers if kind == "numbers" else dates)
+            if non_null and _near_unique(non_null, st["distinct"]):
+                near_unique_text.append(name)
+    examples = _mixed_examples(con, table, kinds)
+    ranges = _ranges(con, table, near_unique_text)
+
+    profiles: list[ColumnProfile] = []
+    for (name, duck_type), st in zip(cols, stats, strict=True):
+        non_null, distinct = st["nn"], st["distinct"]
+        mixed, note = name in kinds, None
+        if mixed:
+            note = _mixed_note(kinds[name], *counts[name], examples[name])
+        avg_length = None
+        low, high = st.get("min"), st.get("max")
+        if kind_of(duck_type) == "text":
+            avg_length = float(st["avg_length"] or 0.0)
+            low, high = ranges.get(name, (None, None))  # near-unique, or no value at all
+        if kind_of(duck_type) == "text" and non_null and name not in ranges:
+            samples, low, high = _samples_and_range(con, table, name)  # one GROUP BY for both
+        else:
+            samples = _samples(con, table, name, non_null, distinct)
         null_count = row_count - non_null
         profiles.append(
             ColumnProfile(
@@ -379,9 +456,9 @@ def profile_table(
                 null_rate=null_count / row_count if row_count else 0.0,
                 distinct_count=distinct,
                 distinct_exact=exact,
-                min=_cut(jsonable(val("min"))),
-                max=_cut(jsonable(val("max"))),
-                samples=_samples(con, table, name, non_null, distinct),
+                min=_cut(jsonable(low)),
+                max=_cut(jsonable(high)),
+                samples=samples,
                 mixed_type=mixed,
                 mixed_note=note,
                 role=guess_role(name, duck_type, row_count, non_null, distinct, avg_length),

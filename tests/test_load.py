@@ -508,3 +508,119 @@ def test_file_changed_during_load(tmp_path: Path, monkeypatch) -> None:
     with pytest.raises(LoadError, match="s.csv: the file changed while it was being loaded"):
         load_files([src], tmp_path / "db.duckdb")
     assert not (tmp_path / "db.duckdb").exists()
+
+
+# ------------------------------------------------------------------------------ big files, re-reads
+
+
+def type_change_csv(amount_from: int = 30_000) -> bytes:
+    """40,000 rows whose ``code`` and ``amount`` change type after DuckDB's 20,480-row sample."""
+    lines = ["id,code,amount"]
+    for i in range(40_000):
+        code = "ABC" if i == amount_from else str(i)
+        amount = f"{i}.25" if i >= amount_from else str(i)
+        lines.append(f"{i},{code},{amount}")
+    return ("\n".join(lines) + "\n").encode()
+
+
+def test_large_file_hash_rows_and_row_order(tmp_path: Path) -> None:
+    # over 8 MiB: hashed on a second thread while the records are checked
+    data = b"id,region,amount\n" + b"".join(
+        f"{i},r{i % 7},{i}.5\n".encode() for i in range(650_000)
+    )
+    assert len(data) > 8 * 1024 * 1024
+    src = write(tmp_path / "big.csv", data)
+    db = tmp_path / "db.duckdb"
+    report = load_files([src], db)
+    assert report.tables[0].rows == 650_000
+    con = ro(db)
+    rec = read_catalog(con).loads["big"]
+    assert (rec.sha256, rec.bytes) == (hashlib.sha256(data).hexdigest(), len(data))
+    # rows in file order
+    assert con.execute("SELECT count(*) FROM big WHERE id <> rowid").fetchone() == (0,)
+    con.close()
+    assert load_files([src], db).tables[0].status == "unchanged"
+
+
+def test_normal_load_reads_straight_into_the_database(tmp_path: Path, monkeypatch) -> None:
+    def no_staging(*args: object, **kwargs: object) -> None:
+        raise AssertionError("staged load used")
+
+    monkeypatch.setattr(load_mod, "_load_staged", no_staging)
+    db = tmp_path / "db.duckdb"
+    s = write(tmp_path / "s.csv", SALES)
+    load_files([s, write(tmp_path / "u.csv", USERS)], db)
+    s.write_bytes(SALES + b"2024-01-05,EU,2\n")
+    assert load_files([s], db).tables[0].status == "replaced"
+    assert user_tables(db) == ["s", "u"]
+
+
+def test_type_change_rereads_every_file_through_staging(tmp_path: Path, monkeypatch) -> None:
+    staged: list[list[str]] = []
+    real = load_mod._load_staged
+
+    def spy(con: duckdb.DuckDBPyConnection, items: list, *args: object) -> None:
+        staged.append([item.table for item in items])
+        real(con, items, *args)
+
+    reads: list[tuple[str, bool | None]] = []  # (target, full_sample to start with)
+    real_read = load_mod.stage_csv
+
+    def read_spy(
+        con: duckdb.DuckDBPyConnection, scan: object, path: Path, target: str, *args, **kw
+    ) -> list[str]:
+        reads.append((target, getattr(kw.get("plan"), "full_sample", None)))
+        return real_read(con, scan, path, target, *args, **kw)
+
+    monkeypatch.setattr(load_mod, "_load_staged", spy)
+    monkeypatch.setattr(load_mod, "stage_csv", read_spy)
+    db = tmp_path / "db.duckdb"
+    load_files([write(tmp_path / "u.csv", USERS)], db)
+    reads.clear()
+    a = write(tmp_path / "a.csv", SALES)
+    big = write(tmp_path / "big.csv", type_change_csv())
+    report = load_files([a, big, tmp_path / "u.csv"], db)  # a is read before big fails
+    assert staged == [["a", "big"]]
+    # the staged read of big starts where the failed one left off: types from every row
+    assert reads == [
+        ('main."a"', None),
+        ('main."big"', None),
+        ('"_drilldown_stage"."a"', None),
+        ('"_drilldown_stage"."big"', True),
+    ]
+    assert [(t.table, t.status) for t in report.tables] == [
+        ("a", "loaded"),
+        ("big", "loaded"),
+        ("u", "unchanged"),
+    ]
+    warned = {t.table: any("20,480" in w for w in t.warnings) for t in report.tables}
+    assert warned == {"a": False, "big": True, "u": False}
+    con = ro(db)
+    assert con.execute("SELECT count(*) FROM a").fetchone() == (2,)
+    assert con.execute("SELECT typeof(code), typeof(amount) FROM big LIMIT 1").fetchone() == (
+        "VARCHAR",
+        "DOUBLE",
+    )
+    assert con.execute("SELECT amount FROM big WHERE id = 39999").fetchone() == (39999.25,)
+    assert sorted(read_catalog(con).loads) == ["a", "big", "u"]
+    con.close()
+    big.write_bytes(type_change_csv(25_000))
+    report = load_files([a, big], db)
+    assert [(t.table, t.status) for t in report.tables] == [("a", "unchanged"), ("big", "replaced")]
+    assert staged == [["a", "big"], ["big"]]
+    assert ro(db).execute("SELECT amount FROM big WHERE id = 25000").fetchone() == (25000.25,)
+
+
+def test_failure_after_a_reread_leaves_existing_db_unchanged(tmp_path: Path, monkeypatch) -> None:
+    db = tmp_path / "db.duckdb"
+    load_files([write(tmp_path / "u.csv", USERS)], db)
+    before = digest(db)
+
+    def boom(con: duckdb.DuckDBPyConnection, tables: list[str]) -> None:
+        raise duckdb.InvalidInputException("profile exploded")
+
+    monkeypatch.setattr(load_mod, "profile_database", boom)
+    big = write(tmp_path / "big.csv", type_change_csv())
+    with pytest.raises(LoadError, match="nothing was changed"):
+        load_files([big], db)
+    assert digest(db) == before and user_tables(db) == ["u"]

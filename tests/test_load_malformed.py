@@ -627,3 +627,55 @@ def test_long_line_inside_a_fast_block(tmp_path: Path, base_db: Path) -> None:
         options=LoadOptions(max_field_bytes=5000),
     )
     assert len(msg) < 200
+
+
+def plain_rows(n: int) -> list[str]:
+    """``n`` unquoted data rows (the skeleton fast path once past the first 1 MiB block)."""
+    return [f"{i},r{i % 7},{i}.5" for i in range(n)]
+
+
+def test_plain_file_ragged_rows_that_balance_out_in_one_block(
+    tmp_path: Path, base_db: Path
+) -> None:
+    rows = plain_rows(400_000)  # ~7 MB: many blocks past the first
+    rows[300_000] = "300000,r1,1.5,extra"  # physical line 300,002: one field too many
+    rows[300_001] = "300001,r2"  # and one too few: the block's delimiter total is unchanged
+    data = ("id,region,amount\n" + "\n".join(rows) + "\n").encode()
+    refuse(tmp_path, base_db, "p.csv", data, "line 300002", "expected 3 fields", "found 4")
+
+
+def test_plain_file_without_final_newline_ragged_last_line(tmp_path: Path, base_db: Path) -> None:
+    rows = plain_rows(200_000)
+    rows[-1] = "199999,r1"  # physical line 200,001, the last, without a line end
+    data = ("id,region,amount\n" + "\n".join(rows)).encode()
+    refuse(tmp_path, base_db, "p.csv", data, "line 200001", "expected 3 fields", "found 2")
+
+
+def test_crlf_file_ragged_row_far_down(tmp_path: Path, base_db: Path) -> None:
+    rows = plain_rows(300_000)
+    rows[250_000] = "250000,r1"  # physical line 250,002
+    data = ("id,region,amount\r\n" + "\r\n".join(rows) + "\r\n").encode()
+    refuse(tmp_path, base_db, "c.csv", data, "line 250002", "expected 3 fields", "found 2")
+
+
+def test_lone_cr_far_down_in_a_plain_file(tmp_path: Path, base_db: Path) -> None:
+    rows = plain_rows(300_000)
+    rows[250_000] = "250000,r1\r,1.5"  # a CR splits physical line 250,002 into two lines
+    data = ("id,region,amount\n" + "\n".join(rows) + "\n").encode()
+    refuse(tmp_path, base_db, "c.csv", data, "line 250002", "expected 3 fields", "found 2")
+
+
+def test_big_plain_and_crlf_files_load_every_row(tmp_path: Path) -> None:
+    rows = plain_rows(300_000)
+    for name, end in (("lf.csv", "\n"), ("crlf.csv", "\r\n")):
+        data = ("id,region,amount" + end + end.join(rows) + end).encode()
+        report, con = load_one(tmp_path, name, data)
+        table = name.removesuffix(".csv")
+        assert report.tables[0].rows == 300_000
+        assert con.execute(f"SELECT count(*), sum(id), max(region) FROM {table}").fetchone() == (
+            300_000,
+            sum(range(300_000)),
+            "r6",
+        )
+        assert not any("line endings" in w for w in report.tables[0].warnings)
+        con.close()

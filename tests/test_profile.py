@@ -193,6 +193,53 @@ def test_min_max_numbers_dates_text(con: duckdb.DuckDBPyConnection) -> None:
     assert "x" * 200 in s.samples and long not in s.samples
 
 
+def test_text_min_max_from_groups_and_from_a_scan_agree_with_sql(
+    con: duckdb.DuckDBPyConnection,
+) -> None:
+    # low: grouped (min/max come with the samples); uniq: near-unique (min/max from one scan);
+    # nully: grouped with NULLs; empty: no value at all
+    con.execute(
+        "CREATE TABLE t AS SELECT 'k' || (i % 7)::VARCHAR AS low, "
+        "'id' || lpad(((i * 7919) % 3000)::VARCHAR, 5, '0') AS uniq, "
+        "CASE WHEN i % 3 = 0 THEN NULL ELSE 'v' || (i % 50)::VARCHAR END AS nully, "
+        "NULL::VARCHAR AS empty FROM range(3000) r(i)"
+    )
+    p = profile(con, "t")
+    for name in ("low", "uniq", "nully", "empty"):
+        c = p.column(name)
+        expected = con.execute(f"SELECT min({name}), max({name}) FROM t").fetchone()
+        assert (c.min, c.max) == expected, name
+    assert p.column("low").samples == ["k0", "k1", "k2", "k3", "k4"]
+    assert p.column("nully").samples == ["v0", "v1", "v10", "v11", "v12"]  # 40 each: by value
+    assert p.column("empty").samples == []
+    uniq = p.column("uniq")
+    assert len(uniq.samples) == 5 and all(str(v).startswith("id") for v in uniq.samples)
+
+
+def test_text_columns_named_like_the_profile_query_aliases(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute(
+        "CREATE TABLE t AS SELECT 'x' || (i % 5)::VARCHAR AS v, 'y' || (i % 3)::VARCHAR AS n, "
+        f"'z' || (i % 2)::VARCHAR AS {quote(HOSTILE)} FROM range(30) r(i)"
+    )
+    p = profile(con, "t")
+    assert [(c.min, c.max, c.samples) for c in p.columns] == [
+        ("x0", "x4", ["x0", "x1", "x2", "x3", "x4"]),
+        ("y0", "y2", ["y0", "y1", "y2"]),
+        ("z0", "z1", ["z0", "z1"]),
+    ]
+
+
+def test_mixed_examples_only_for_mixed_columns(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute(
+        "CREATE TABLE t AS SELECT * FROM (VALUES ('1', '2024-01-01', 'a'), ('2', 'soon', 'b'), "
+        "('x', '2024-01-03', 'c'), ('4', '2024-01-04', 'd')) v(n, d, s)"
+    )
+    p = profile(con, "t")
+    assert p.column("n").mixed_note == "mostly numeric text: 3 of 4 values are numbers (e.g. 'x')"
+    assert p.column("d").mixed_note == "mostly date text: 3 of 4 values are dates (e.g. 'soon')"
+    assert (p.column("s").mixed_type, p.column("s").mixed_note) == (False, None)
+
+
 def test_mixed_numeric_text_has_note(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("CREATE TABLE t AS SELECT * FROM (VALUES ('1'), ('2'), ('three'), ('4')) v(v)")
     c = profile(con, "t").column("v")
