@@ -23,7 +23,14 @@ from tasks.engine.result import (
     PeriodValue,
     Segment,
 )
-from tasks.engine.search import Search, additive_leaves, ratio_leaves, search
+from tasks.engine.search import (
+    Search,
+    additive_leaves,
+    ancestors,
+    descendants,
+    ratio_leaves,
+    search,
+)
 from tasks.engine.spec import DateRange, Question
 
 ALPHA = 0.05
@@ -458,7 +465,7 @@ def _with_mix(
             break
         i = int(open_[np.argmax(np.abs(mix[open_]))])
         while True:  # descend while one sub-segment carries nearly all of the mix
-            inner = np.flatnonzero(cand & _related(cube, i, up=False) & ~blocked)
+            inner = np.flatnonzero(cand & descendants(cube, i) & ~blocked)
             inner = inner[(inner != i) & (np.abs(mix[inner]) >= 0.9 * abs(mix[i]))]
             if inner.size == 0:
                 break
@@ -480,15 +487,9 @@ def _index_of(cube: Cube, segment: dict[str, Any]) -> int:
     return int(np.flatnonzero(match)[0])
 
 
-def _related(cube: Cube, i: int, *, up: bool = True) -> np.ndarray:
-    """Segment ``i``, its descendants and (with ``up``) its ancestors."""
-    mask_i, codes_i = cube.seg_mask[i], cube.seg_codes[i]
-    same = (cube.seg_codes == codes_i) | ~cube.seg_mask | ~mask_i
-    agree = same.all(axis=1)
-    down = agree & (cube.seg_mask >= mask_i).all(axis=1)
-    if not up:
-        return down
-    return down | (agree & (cube.seg_mask <= mask_i).all(axis=1))
+def _related(cube: Cube, i: int) -> np.ndarray:
+    """Segment ``i``, its descendants and its ancestors."""
+    return descendants(cube, i) | ancestors(cube, i)
 
 
 def _global_shift(

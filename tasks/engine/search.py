@@ -318,7 +318,7 @@ def search(
         FS = FS + groups.sums(change, n_seg, where=members)
         taken[best] = True
         # a pick's sub-segments are explained at its factor; they are not separate causes
-        taken |= _descendants(cube, best)
+        taken |= descendants(cube, best)
         picks.append(
             Pick(
                 seg=best,
@@ -353,11 +353,7 @@ def _climb(
     """
     depth = cube.seg_mask.sum(axis=1)
     while depth[best] > 1:
-        mask, codes = cube.seg_mask[best], cube.seg_codes[best]
-        agree = ((cube.seg_codes == codes) | ~cube.seg_mask).all(axis=1)
-        parents = np.flatnonzero(
-            agree & (cube.seg_mask <= mask).all(axis=1) & (depth == depth[best] - 1) & open_
-        )
+        parents = np.flatnonzero(ancestors(cube, best) & (depth == depth[best] - 1) & open_)
         if parents.size == 0 or FS[best] <= 0 or VS[best] <= 0:
             return best
         log_best = np.log(VS[best] / FS[best])
@@ -375,14 +371,23 @@ def _climb(
     return best
 
 
-def _descendants(cube: Cube, seg: int) -> np.ndarray:
-    """Segments that constrain every column ``seg`` does, to the same values (``seg`` included)."""
+def descendants(cube: Cube, seg: int) -> np.ndarray:
+    """Segments that constrain every column ``seg`` does, to the same values (``seg`` included;
+    none for the whole population)."""
     mask = cube.seg_mask[seg]
     cols = np.flatnonzero(mask)
     if cols.size == 0:
         return np.zeros(len(cube.seg_mask), dtype=bool)
     same = (cube.seg_codes[:, cols] == cube.seg_codes[seg, cols]).all(axis=1)
     return same & cube.seg_mask[:, cols].all(axis=1)
+
+
+def ancestors(cube: Cube, seg: int) -> np.ndarray:
+    """Segments whose every column ``seg`` also constrains, to the same value (``seg`` and the
+    whole population included)."""
+    mask, codes = cube.seg_mask[seg], cube.seg_codes[seg]
+    agree = ((cube.seg_codes == codes) | ~cube.seg_mask).all(axis=1)
+    return agree & (cube.seg_mask <= mask).all(axis=1)
 
 
 def _members(groups: Groups, seg: int) -> np.ndarray:
