@@ -171,10 +171,17 @@ def _investigate(
     max_depth: int = 3,
     min_support: float | None = None,
     metrics_file: Path | None = None,
+    offline: bool = True,
+    model: str | None = None,
 ) -> None:
+    import os
+
     from sql_tools._context import ToolContext
     from sql_tools._errors import SqlToolError
-    from tasks.engine import explain_change
+    from tasks.agent.config import AgentConfig, make_client
+    from tasks.agent.run import investigate as run_agent
+    from tasks.agent.run import result_sections, write_ledger
+    from tasks.engine import analyze
     from tasks.engine.parse import build_question
     from tasks.engine.report import render
     from tasks.load import LoadOptions, load_files
@@ -204,7 +211,30 @@ def _investigate(
                 min_support=min_support,
                 metrics_file=metrics_file,
             )
-            result = explain_change(ctx, question)
+            analysis = analyze(ctx, question)
+            result = analysis.explanation
+            config = AgentConfig.from_env(model=model)
+            client = None
+            if not offline and os.environ.get("ANTHROPIC_API_KEY"):
+                client = make_client(config)
+            elif not offline:
+                typer.echo("ANTHROPIC_API_KEY is not set: investigating offline", err=True)
+            mode = "offline planner" if client is None else config.model
+            typer.echo(f"investigating hypotheses ({mode})", err=True)
+            agent, ledger = run_agent(
+                ctx,
+                question,
+                analysis,
+                client=client,
+                config=config,
+                on_outcome=lambda o: typer.echo(
+                    f"  {o.hypothesis.id} {o.status:12} {printable(o.hypothesis.title)}", err=True
+                ),
+            )
+            sections = result_sections(agent, ledger)
+            result.hypotheses, result.findings = sections["hypotheses"], sections["findings"]
+            result.stats["agent"] = sections["agent"]
+            write_ledger(out, agent, ledger)
     except SqlToolError as exc:
         fail(exc.message, 2 if exc.code != "internal" else 1)
     except OSError as exc:
@@ -276,8 +306,15 @@ def investigate(
         Path | None, typer.Option(help="metrics.yaml with named metrics.")
     ] = None,
     offline: Annotated[
-        bool, typer.Option(help="Use the deterministic engine only (no network).")
+        bool,
+        typer.Option(
+            help="Investigate with the offline planner (no network); the default without "
+            "ANTHROPIC_API_KEY."
+        ),
     ] = False,
+    model: Annotated[
+        str | None, typer.Option(help="Anthropic model (default claude-sonnet-5-5).")
+    ] = None,
 ) -> None:
     """Explain why a metric moved between two periods: report.md and result.json in --out."""
     _investigate(
@@ -296,6 +333,8 @@ def investigate(
         max_depth=max_depth,
         min_support=min_support,
         metrics_file=metrics_file,
+        offline=offline,
+        model=model,
     )
 
 

@@ -30,6 +30,9 @@ CODES = (
     "load_error",
     "unsupported_file",
     "database_error",
+    "budget_exceeded",
+    "repeated_call",
+    "unverified_evidence",
 )
 
 

@@ -109,7 +109,8 @@ _CODE_BY_PYDANTIC = {
 }
 
 
-def _validation_error(exc: ValidationError) -> ToolInputError:
+def validation_error(exc: ValidationError) -> ToolInputError:
+    """A pydantic validation failure as one correctable, one-line tool error."""
     errors = exc.errors(include_url=False)
     extra = [".".join(map(str, e["loc"])) for e in errors if e["type"] == "extra_forbidden"]
     if extra:
@@ -158,7 +159,7 @@ def call(ctx: ToolContext, name: str, arguments: Any) -> BaseModel:
     try:
         inp = spec.input_model.model_validate(arguments)
     except ValidationError as exc:
-        raise _validation_error(exc) from None
+        raise validation_error(exc) from None
     return spec.fn(ctx, inp)
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,10 +43,81 @@ MAX_DRIVERS = 15
 
 def explain_change(db: str | Path | ToolContext, question: Question) -> Explanation:
     """Explain why ``question.metric`` moved between the two periods (no Prefect, no LLM)."""
+    return analyze(db, question).explanation
+
+
+def analyze(db: str | Path | ToolContext, question: Question) -> Analysis:
+    """The explanation, plus the searched segments' statistics (for judging other claims)."""
     if isinstance(db, ToolContext):
         return _explain(db, question)
     with ToolContext(db) as ctx:
         return _explain(ctx, question)
+
+
+@dataclass(frozen=True)
+class SegmentTest:
+    """What the engine measured for one segment: its part of the change and its significance."""
+
+    segment: dict[str, Any]
+    contribution: float
+    share: float | None
+    p_value: float = field(metadata={"doc": "Bonferroni-adjusted over the segments searched"})
+    significant: bool
+    explained: bool = field(
+        metadata={"doc": "within the noise once the root causes are fitted (and not one)"}
+    )
+    effect: str
+    baseline_volume: float
+    comparison_volume: float
+    support: float = field(metadata={"doc": "larger of its volume shares in the two periods"})
+
+
+@dataclass
+class Analysis:
+    """An explanation and the segment statistics behind it."""
+
+    explanation: Explanation
+    cube: Cube
+    contrib: dict[str, np.ndarray]
+    found: Search
+    delta: float | None
+
+    def test(self, segment: dict[str, Any]) -> SegmentTest | None:
+        """The engine's statistics for ``segment``; None when it was not among those searched
+        (a column outside the search, more columns than the depth, or a value not present)."""
+        cube = self.cube
+        try:
+            exact = {}
+            for k, v in segment.items():  # "5.2" from a model names the value 5.2
+                vals = cube.values[cube.dims.index(k)]
+                exact[k] = v if v in vals else next(x for x in vals if str(x) == str(v))
+            i = _index_of(cube, exact)
+        except (ValueError, IndexError, StopIteration):
+            return None
+        kind = self.explanation.metric.kind
+        c = float(self.contrib["contribution"][i])
+        s, t = self.cube.seg, self.cube.total
+        support = max(s["db"][i] / max(t["db"], 1e-300), s["dc"][i] / max(t["dc"], 1e-300))
+        found = self.found
+        p = min(1.0, float(found.p[i]) * found.n_tested)
+        named = {
+            json.dumps(rc.segment, sort_keys=True, default=str)
+            for rc in self.explanation.root_causes
+        }
+        key = json.dumps(cube.segment_dict(i), sort_keys=True, default=str)
+        z_after = float(found.z_after[i]) if found.z_after is not None else math.inf
+        return SegmentTest(
+            segment=self.cube.segment_dict(i),
+            contribution=c,
+            share=c / self.delta if self.delta else None,
+            p_value=p,
+            significant=p < ALPHA,
+            explained=key not in named and abs(z_after) < found.z_crit,
+            effect=_effect(self.cube, i, self.contrib, kind),
+            baseline_volume=float(s["rowsb"][i]),
+            comparison_volume=float(s["rowsc"][i]),
+            support=float(support),
+        )
 
 
 def _dimensions(ctx: ToolContext, q: Question) -> tuple[list[str], list[str]]:
@@ -73,7 +146,7 @@ def _dimensions(ctx: ToolContext, q: Question) -> tuple[list[str], list[str]]:
     return kept, notes
 
 
-def _explain(ctx: ToolContext, q: Question) -> Explanation:
+def _explain(ctx: ToolContext, q: Question) -> Analysis:
     t0 = time.perf_counter()
     dims, notes = _dimensions(ctx, q)
     kind = q.metric.kind
@@ -122,7 +195,7 @@ def _explain(ctx: ToolContext, q: Question) -> Explanation:
             "add up finer cells and can count a value more than once"
         )
     notes += cube.notes
-    return Explanation(
+    explanation = Explanation(
         metric=MetricInfo(
             expression=q.metric.expression,
             table=q.metric.table,
@@ -168,6 +241,7 @@ def _explain(ctx: ToolContext, q: Question) -> Explanation:
             "params": {k: _jsonable(v) for k, v in cube.params.items()},
         },
     )
+    return Analysis(explanation, cube, contrib, found, delta)
 
 
 def _screening_notes(dims: list[str], sc: cube_mod.Screening) -> list[str]:
@@ -478,6 +552,8 @@ def _with_mix(
 
 def _index_of(cube: Cube, segment: dict[str, Any]) -> int:
     """The row of ``segment`` among the cube's segments."""
+    if len(segment) > len(cube.dims):
+        raise ValueError("more columns than the cube has")
     want = {cube.dims.index(k): v for k, v in segment.items()}
     cols = np.array(sorted(want), dtype=np.int64)
     match = cube.seg_mask.sum(axis=1) == len(cols)
@@ -564,29 +640,7 @@ def _verify(ctx: ToolContext, q: Question, c: Segment) -> None:
 def _evidence(ctx: ToolContext, q: Question, segment: dict[str, Any]) -> Evidence:
     """A segment's own query (SQL and parameters: its metric in each period) and the
     compare_periods call that shows the same segment through a tool."""
-    filters = [f.model_dump() for f in q.metric.filters]
-    filters += [
-        {"column": k, "op": "is_null"} if v is None else {"column": k, "op": "=", "value": v}
-        for k, v in segment.items()
-    ]
-    args: dict[str, Any] = {"table": q.metric.table, "metric": _measure(q)}
-    p = q.periods
-    if p.by_dates:
-        args["time_column"] = p.time_column
-        args["baseline"] = {
-            "start": p.baseline.start.isoformat(),
-            "end": p.baseline.end.isoformat(),
-        }  # type: ignore[union-attr]
-        args["comparison"] = {
-            "start": p.comparison.start.isoformat(),
-            "end": p.comparison.end.isoformat(),
-        }  # type: ignore[union-attr]
-    else:
-        args["period_column"] = p.period_column
-        args["baseline"] = {"label": p.baseline}
-        args["comparison"] = {"label": p.comparison}
-    if filters:
-        args["filters"] = filters
+    args = compare_arguments(q, segment)
     sq = cube_mod.segment_query(ctx, q, segment)
     return Evidence(
         tool="metric_compare_periods",
@@ -595,6 +649,35 @@ def _evidence(ctx: ToolContext, q: Question, segment: dict[str, Any]) -> Evidenc
         params={k: _jsonable(v) for k, v in sq.params.items()},
         result={"formula": sq.formula},
     )
+
+
+def compare_arguments(q: Question, segment: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``metric_compare_periods`` arguments for the question's metric (its numerator for a
+    ratio) and periods, filtered to ``segment`` when given."""
+    filters = [f.model_dump() for f in q.metric.filters]
+    filters += [
+        {"column": k, "op": "is_null"} if v is None else {"column": k, "op": "=", "value": v}
+        for k, v in (segment or {}).items()
+    ]
+    args: dict[str, Any] = {"table": q.metric.table, "metric": _measure(q)}
+    p = q.periods
+    if p.by_dates:
+        args["time_column"] = p.time_column
+        args["baseline"] = {
+            "start": p.baseline.start.isoformat(),  # type: ignore[union-attr]
+            "end": p.baseline.end.isoformat(),  # type: ignore[union-attr]
+        }
+        args["comparison"] = {
+            "start": p.comparison.start.isoformat(),  # type: ignore[union-attr]
+            "end": p.comparison.end.isoformat(),  # type: ignore[union-attr]
+        }
+    else:
+        args["period_column"] = p.period_column
+        args["baseline"] = {"label": p.baseline}
+        args["comparison"] = {"label": p.comparison}
+    if filters:
+        args["filters"] = filters
+    return args
 
 
 def _measure(q: Question) -> dict[str, Any]:

@@ -13,16 +13,25 @@ from typing import Any
 
 from tasks.engine.result import Explanation, Segment
 
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>!|~])")
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>!|~#])")
+_LINKISH = re.compile(r"(?i)\b(http|ftp|file|javascript|data)(s?):|\bwww\.")
+
+
+def _defang(m: re.Match[str]) -> str:
+    if m.group(0).lower() == "www.":
+        return m.group(0)[:3] + "[.]"
+    word = m.group(1)
+    return word[0] + "x" * (len(word) - 2) + word[-1] + m.group(2) + ":"
 
 
 def esc(value: Any, limit: int = 120) -> str:
-    """Data text made inert for Markdown: specials escaped, newlines flattened, length capped."""
+    """Data text made inert for Markdown: specials escaped, newlines flattened, length capped,
+    and addresses defanged (``hxxps:``) so no renderer turns them into links."""
     text = "(null)" if value is None else str(value)
     text = " ".join(text.split())
     if len(text) > limit:
         text = text[: limit - 1] + "…"
-    return _MD_SPECIAL.sub(r"\\\1", text)
+    return _MD_SPECIAL.sub(r"\\\1", _LINKISH.sub(_defang, text))
 
 
 def fmt(x: float | None, kind: str = "number") -> str:
@@ -133,6 +142,7 @@ def render(e: Explanation, *, db: str | None = None) -> str:
         others = [d for d in e.drivers if d.segment not in named][:10]
         if others:
             lines += ["## Other segments that moved", "", *_table(others, ratio), ""]
+    lines += _hypotheses(e, db)
     lines += ["## Check it yourself", ""]
     if e.root_causes:
         lines.append("Each root cause comes from a query anyone can re-run:")
@@ -155,6 +165,74 @@ def render(e: Explanation, *, db: str | None = None) -> str:
     for n in e.notes:
         lines.append(f"- {esc(n, 400)}")
     return "\n".join(lines).rstrip() + "\n"
+
+
+_STATUS = {"confirmed": "Confirmed", "ruled_out": "Ruled out", "inconclusive": "Inconclusive"}
+
+
+def _hypotheses(e: Explanation, db: str | None) -> list[str]:
+    """Hypotheses with verdicts and evidence (SQL collapsed), then the gate's findings."""
+    if not e.hypotheses:
+        return []
+    agent = e.stats.get("agent") or {}
+    how = "the offline planner" if agent.get("mode") == "offline" else esc(agent.get("model"))
+    lines = ["## Hypotheses", "", f"Investigated by {how} through the SQL tools.", ""]
+    for h in e.hypotheses:
+        status = _STATUS.get(h.get("status", ""), "Inconclusive")
+        lines.append(
+            f"### {status}: {esc(h.get('title'), 200)} ({esc(h.get('confidence'))} confidence)"
+        )
+        lines += ["", esc(h.get("summary"), 1000), ""]
+        for ev in h.get("evidence", []):
+            lines.append(
+                f"- `{esc(ev.get('id'))}` {esc(ev.get('tool'))}: {esc(ev.get('result', {}).get('summary'), 200)}"
+            )
+        if h.get("evidence"):
+            lines += ["", "<details><summary>Evidence queries</summary>", ""]
+            for ev in h["evidence"]:
+                if ev.get("sql"):
+                    sql = " ".join(str(ev["sql"]).split()).replace("`", "'")
+                    params = json.dumps(ev.get("params", {}), default=str).replace("`", "'")
+                    lines += [f"{esc(ev.get('id'))}:", "```sql", sql, f"-- params: {params}", "```"]
+            lines += ["", "</details>", ""]
+    accepted = [f for f in e.findings if f.get("status") == "accepted"]
+    dismissed = [f for f in e.findings if f.get("status") != "accepted"]
+    if accepted:
+        lines += [
+            "## Findings",
+            "",
+            "| finding | before | after | share | p |",
+            "|---|---|---|---|---|",
+        ]
+        for f in accepted:
+            m = f.get("measured") or {}
+            lines.append(
+                f"| {segment_text(f['segment'])} ({esc(f['category'])}) | {fmt(m.get('baseline'))} "
+                f"| {fmt(m.get('comparison'))} | {_share(f.get('share'))} "
+                f"| {'n/a' if f.get('p_value') is None else format(f['p_value'], '.2g')} |"
+            )
+        lines.append("")
+        lines.append(
+            "Each finding's numbers were re-computed by its own query before it was accepted "
+            "(`result.json`: `findings[].sql`, `params`)."
+        )
+        lines.append("")
+    if dismissed:
+        lines += ["Dismissed by the evidence gate:", ""]
+        lines += [
+            f"- {segment_text(f['segment'])} ({esc(f['category'])}): {esc(f.get('critique'), 400)}"
+            for f in dismissed
+        ]
+        lines.append("")
+    usage = agent.get("usage") or {}
+    if agent.get("mode") == "claude":
+        lines += [
+            f"Model use: {usage.get('requests', 0)} requests, {usage.get('input_tokens', 0):,} input "
+            f"and {usage.get('output_tokens', 0):,} output tokens, about "
+            f"${usage.get('cost_usd', 0.0):.2f}.",
+            "",
+        ]
+    return lines
 
 
 def _tool_command(tool: str, args: str, db: str | None) -> str:

@@ -75,6 +75,7 @@ class Search:
     n_tested: int
     remainder: float = 0.0
     notes: list[str] = field(default_factory=list)
+    z_after: np.ndarray | None = None  # each segment's residual z once the picks are fitted
 
 
 def weighted_median(x: np.ndarray, w: np.ndarray) -> float:
@@ -332,7 +333,8 @@ def search(
         )
     assert z0 is not None and p0 is not None and resid0 is not None
     remainder = float(v.sum() - f.sum())
-    return Search(picks, z0, p0, resid0, leaves, z_crit, n_tested, remainder)
+    z_after = (VS - FS) / np.sqrt(np.maximum(PS, 1e-300))
+    return Search(picks, z0, p0, resid0, leaves, z_crit, n_tested, remainder, z_after=z_after)
 
 
 def _climb(

@@ -1,0 +1,136 @@
+"""The evidence ledger: every tool call of every hypothesis, exactly as it ran.
+
+Written as JSON lines (``evidence.jsonl``, one entry per call) and as a readable log per
+hypothesis (``hypotheses/h1.log``). Entries get investigation-wide ids (``q-1``, ``q-2``, ...)
+that findings and verdicts cite; an id the ledger does not hold is not evidence.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+from tasks.agent.models import LedgerEntry
+from tasks.agent.untrusted import to_json
+
+RESULT_ROWS = 20
+
+
+def digest(payload: dict[str, Any]) -> str:
+    """sha256 of a tool result with its timing left out: equal results, equal digests."""
+    body = {k: v for k, v in payload.items() if k != "elapsed_ms"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def summarize(tool: str, payload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """One or two lines about a result, and the figures it gave (totals, first rows)."""
+    if "error" in payload:
+        err = payload["error"]
+        return f"error {err.get('code')}: {err.get('message')}", {}
+    numbers: dict[str, Any] = {}
+    parts = [tool]
+    if isinstance(payload.get("total"), dict):
+        numbers["total"] = payload["total"]
+    for key in ("baseline", "comparison", "change"):
+        if isinstance(payload.get(key), dict):
+            numbers[key] = {
+                k: v for k, v in payload[key].items() if k in ("label", "value", "relative")
+            }
+    if isinstance(payload.get("root_causes"), list):
+        numbers["root_causes"] = [
+            {k: c.get(k) for k in ("segment", "contribution", "share", "effect", "p_value")}
+            for c in payload["root_causes"][:5]
+        ]
+    rows = payload.get("rows")
+    if isinstance(rows, list):
+        parts.append(f"{payload.get('matched_count', len(rows))} rows")
+        if payload.get("truncated"):
+            parts.append("truncated")
+        numbers["rows"] = rows[:5]
+    return ", ".join(parts), numbers
+
+
+class Ledger:
+    """The investigation's tool calls in order; safe to share between hypotheses' threads."""
+
+    def __init__(self) -> None:
+        self.entries: list[LedgerEntry] = []
+        self._lock = threading.Lock()
+
+    def record(
+        self,
+        hypothesis_id: str,
+        tool: str,
+        arguments: Any,
+        is_error: bool,
+        payload: dict[str, Any],
+        elapsed_ms: float,
+        tokens: dict[str, int] | None = None,
+    ) -> LedgerEntry:
+        """Append one call and return its entry (with its new id)."""
+        summary, numbers = summarize(tool, payload)
+        result = dict(payload)
+        if isinstance(result.get("rows"), list):
+            result["rows"] = result["rows"][:RESULT_ROWS]
+        with self._lock:
+            seq = sum(1 for e in self.entries if e.hypothesis_id == hypothesis_id) + 1
+            entry = LedgerEntry(
+                id=f"q-{len(self.entries) + 1}",
+                hypothesis_id=hypothesis_id,
+                seq=seq,
+                tool=tool,
+                arguments=arguments if isinstance(arguments, dict | str) else repr(arguments),
+                is_error=is_error,
+                sql=str(payload.get("sql", "")),
+                params=payload.get("params") if isinstance(payload.get("params"), dict) else {},
+                digest=digest(payload),
+                summary=summary,
+                numbers=numbers,
+                result=result,
+                elapsed_ms=round(elapsed_ms, 1),
+                tokens=tokens or {},
+            )
+            self.entries.append(entry)
+        return entry
+
+    def get(self, entry_id: Any) -> LedgerEntry | None:
+        """The entry with this id, or None (ids are only ever ``q-<n>``)."""
+        if not isinstance(entry_id, str) or not entry_id.startswith("q-"):
+            return None
+        n = entry_id[2:]
+        if not n.isdigit() or not 1 <= int(n) <= len(self.entries):
+            return None
+        return self.entries[int(n) - 1]
+
+    def of(self, hypothesis_id: str) -> list[LedgerEntry]:
+        """The calls made for one hypothesis."""
+        return [e for e in self.entries if e.hypothesis_id == hypothesis_id]
+
+    def write(self, out: Path, titles: dict[str, str]) -> None:
+        """``evidence.jsonl`` and ``hypotheses/<id>.log`` under ``out``."""
+        out.mkdir(parents=True, exist_ok=True)
+        tmp = out / "evidence.jsonl.tmp"
+        with tmp.open("w", encoding="utf-8") as f:
+            for e in self.entries:
+                f.write(e.model_dump_json() + "\n")
+        tmp.replace(out / "evidence.jsonl")
+        logs = out / "hypotheses"
+        logs.mkdir(exist_ok=True)
+        for hid, title in titles.items():
+            lines = [f"hypothesis {hid}: {to_json(title)}", ""]
+            for e in self.of(hid):
+                lines += [
+                    f"[{e.id}] {e.tool} ({e.elapsed_ms:.0f} ms){' ERROR' if e.is_error else ''}",
+                    f"  arguments: {to_json(e.arguments)}",
+                    f"  summary:   {to_json(e.summary)}",
+                ]
+                if e.sql:
+                    lines.append(f"  sql:       {' '.join(e.sql.split())}")
+                    lines.append(f"  params:    {to_json(e.params)}")
+                if e.numbers:
+                    lines.append(f"  numbers:   {to_json(e.numbers)}")
+                lines.append("")
+            (logs / f"{hid}.log").write_text("\n".join(lines), encoding="utf-8")

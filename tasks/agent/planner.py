@@ -1,0 +1,376 @@
+"""The offline planner: hypotheses from the engine, investigated through the same tools.
+
+Without a model, hypotheses come from the engine's answer with templated stories: each root
+cause; the whole parent of a root cause (did the wider segment move, or only this part?); the
+strongest other driver; an even shift of everything; a data problem; and, when the change is
+within the noise, whether it is real at all. Each is investigated with the same SQL tools, the
+same ledger and the same gate as the Claude path: a ``metric_compare_periods`` split of the
+segment against its siblings, a ``write_finding`` with the figures that split returned, and a
+verdict from what the gate said.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tasks.agent.models import Hypothesis
+from tasks.agent.session import Session
+from tasks.engine.explain import compare_arguments
+from tasks.engine.result import Explanation, Segment
+from tasks.engine.spec import Question
+
+RULE_OUT_CRITIQUES = (
+    "not significant",
+    "effect too small",
+    "too small",
+    "too little data",
+    "explained by the root causes",
+)
+
+
+def _seg(segment: dict[str, Any]) -> str:
+    return ", ".join(f"{k} = {v}" for k, v in segment.items()) or "everything"
+
+
+def offline_hypotheses(e: Explanation, limit: int = 6) -> list[tuple[Hypothesis, dict[str, Any]]]:
+    """Hypotheses with templated stories, most likely first, each with its plan (what to
+    check: ``kind`` cause, parent, global, data_quality or real)."""
+    metric = e.metric.name or e.metric.expression
+    out: list[dict[str, Any]] = []
+    if not e.change.significant:
+        out.append(
+            dict(
+                title=f"The move in {metric} is real",
+                story="The metric moved by more than day-to-day variation would explain.",
+                expected="The change is outside the noise and some segment stands out.",
+                category="global",
+                prior=0.3,
+                kind="real",
+            )
+        )
+    for rc in e.root_causes:
+        out.append(_cause(rc, metric, prior=0.8))
+    for rc in e.root_causes:
+        if len(rc.segment) > 1:
+            parent = dict(list(rc.segment.items())[:-1])
+            child_col = list(rc.segment)[-1]
+            out.append(
+                dict(
+                    title=f"All of {_seg(parent)} moved, not only {_seg(rc.segment)}",
+                    story=f"Something affected {_seg(parent)} as a whole, across every "
+                    f"{child_col}.",
+                    expected=f"Every {child_col} inside {_seg(parent)} moves alike.",
+                    segment=parent,
+                    dimensions=[child_col],
+                    category="rate",
+                    prior=0.3,
+                    kind="parent",
+                    child=rc.segment,
+                )
+            )
+    named = [rc.segment for rc in e.root_causes]
+    related = [d for d in e.drivers if d.segment not in named and not _overlaps(d.segment, named)]
+    if related:
+        out.append({**_cause(related[0], metric, prior=0.4), "title": _cause_title(related[0])})
+    if e.change.significant:
+        out.append(
+            dict(
+                title=f"Everything moved: an even shift of {metric}",
+                story="A change that hit every segment alike (seasonality, pricing, a "
+                "site-wide issue) moved the metric.",
+                expected="Every segment moves by about the same factor; no segment stands out.",
+                category="global",
+                prior=0.5 if e.global_shift is not None else 0.2,
+                kind="global",
+            )
+        )
+    out.append(
+        dict(
+            title="A data problem, not the business",
+            story="Missing days, a partly loaded period, duplicated rows or a spike of empty "
+            "values moved the number, not customers.",
+            expected="The data-quality checks find gaps, duplicates or null spikes in the periods.",
+            category="data_quality",
+            prior=0.5 if e.data_quality else 0.1,
+            kind="data_quality",
+        )
+    )
+    hyps = []
+    for i, h in enumerate(out[:limit], start=1):
+        fields = {k: v for k, v in h.items() if k in Hypothesis.model_fields}
+        fields.setdefault("dimensions", list(fields.get("segment", {})))
+        fields.setdefault("source", "data_quality" if h.get("kind") == "data_quality" else "engine")
+        hyps.append((Hypothesis(id=f"h{i}", **fields), h))
+    return hyps
+
+
+def _overlaps(seg: dict[str, Any], named: list[dict[str, Any]]) -> bool:
+    items = set(map(str, seg.items()))
+    return any(
+        items <= set(map(str, n.items())) or set(map(str, n.items())) <= items for n in named
+    )
+
+
+def _cause_title(s: Segment) -> str:
+    words = {
+        "rate": "changed",
+        "mix": "changed its share",
+        "new": "appeared",
+        "gone": "disappeared",
+        "data_quality": "has a data problem",
+    }
+    return f"{_seg(s.segment)} {words.get(s.effect, 'changed')}"
+
+
+def _cause(s: Segment, metric: str, prior: float) -> dict[str, Any]:
+    stories = {
+        "rate": f"Something changed for {_seg(s.segment)} alone (a release, a price, a channel), "
+        f"and its {metric} moved far more than the rest.",
+        "mix": f"The share of {_seg(s.segment)} in the population shifted, which moves "
+        f"{metric} even if no segment's own rate changed.",
+        "new": f"{_seg(s.segment)} is new in the comparison period and adds to {metric}.",
+        "gone": f"{_seg(s.segment)} stopped appearing in the comparison period.",
+        "data_quality": f"The data for {_seg(s.segment)} is incomplete or duplicated.",
+    }
+    return dict(
+        title=_cause_title(s),
+        story=stories.get(s.effect, stories["rate"]),
+        expected=f"{_seg(s.segment)} moves beyond the noise and well beyond its siblings.",
+        segment=s.segment,
+        category=s.effect,
+        prior=prior,
+        kind="cause",
+    )
+
+
+def plan_hypothesis(session: Session, q: Question, e: Explanation, plan: dict[str, Any]) -> str:
+    """Investigate one hypothesis through ``session`` as ``plan`` says; return the stop reason."""
+    h = session.h
+    kind = plan.get("kind", "cause")
+    if kind == "real":
+        _, payload, entry = session.call("metric_compare_periods", compare_arguments(q))
+        verdict = "ruled_out" if not e.change.significant else "confirmed"
+        session.call(
+            "conclude",
+            {
+                "status": verdict if verdict == "ruled_out" else "inconclusive",
+                "confidence": "high" if (e.change.p_value or 0) > 0.2 else "medium",
+                "summary": f"The change is within the noise (p = {e.change.p_value:.2g}; "
+                f"{e.change.method}).",
+                "evidence": [entry.id],
+            },
+        )
+        return "concluded"
+    if kind == "data_quality":
+        return _plan_quality(session, q, e)
+    if kind == "global":
+        return _plan_global(session, q, e)
+    if kind == "parent":
+        return _plan_parent(session, q, e, plan["child"])
+    return _plan_cause(session, q, e, h.segment, h.category)
+
+
+def _split(session: Session, q: Question, segment: dict[str, Any]) -> tuple[str, dict | None, dict]:
+    """Compare ``segment`` with its siblings: filter on all but its last column and group by
+    that one. Returns (evidence id, the segment's row or None, the payload)."""
+    cols = list(segment)
+    parent = {k: segment[k] for k in cols[:-1]}
+    args = compare_arguments(q, parent)
+    args["group_by"] = cols[-1:]
+    args["limit"] = 1000
+    is_error, payload, entry = session.call("metric_compare_periods", args)
+    row = None
+    if not is_error:
+        for r in payload.get("rows", []):
+            if str(r.get(cols[-1])) == str(segment[cols[-1]]):
+                row = r
+    return entry.id, row, payload
+
+
+def _claim(session: Session, q: Question, segment: dict[str, Any]) -> tuple[list[str], dict]:
+    """Evidence ids and the segment's metric per period as the tools show it."""
+    ids: list[str] = []
+    numbers: dict[str, float | None] = {}
+    if q.metric.kind != "ratio" and q.metric.grain is None and segment:
+        eid, row, _ = _split(session, q, segment)
+        ids.append(eid)
+        if row is not None:
+            numbers = {"baseline": row.get("baseline"), "comparison": row.get("comparison")}
+    if not numbers:
+        args = compare_arguments(q, segment)
+        args.pop("metric")
+        args["metric"] = q.metric.expression
+        args["table"] = q.metric.table
+        if q.metric.grain:
+            args["grain"] = q.metric.grain
+        args["max_depth"] = 1
+        is_error, payload, entry = session.call("metric_explain_change", args)
+        ids.append(entry.id)
+        if not is_error:
+            numbers = {
+                "baseline": payload["baseline"]["value"],
+                "comparison": payload["comparison"]["value"],
+            }
+    return ids, numbers
+
+
+def _finding_verdict(session: Session, ids: list[str], result: dict, what: str) -> None:
+    status = result.get("status")
+    critique = result.get("critique") or ""
+    if status == "accepted":
+        share = result.get("share_of_change")
+        strong = share is not None and abs(share) >= 0.3
+        session.call(
+            "conclude",
+            {
+                "status": "confirmed",
+                "confidence": "high" if strong else "medium",
+                "summary": f"{what}: the gate accepted the finding"
+                + (f" ({share:.0%} of the change)." if share is not None else "."),
+                "evidence": ids,
+            },
+        )
+    elif any(c in critique for c in RULE_OUT_CRITIQUES) or critique.startswith("no "):
+        session.call(
+            "conclude",
+            {
+                "status": "ruled_out",
+                "confidence": "medium",
+                "summary": f"{what}: {critique}",
+                "evidence": ids,
+            },
+        )
+    else:
+        session.call(
+            "conclude",
+            {
+                "status": "inconclusive",
+                "confidence": "low",
+                "summary": f"{what}: {critique or 'no finding could be recorded'}",
+                "evidence": ids,
+            },
+        )
+
+
+def _write(session: Session, segment: dict, category: str, ids: list[str], numbers: dict) -> dict:
+    h = session.h
+    is_error, payload, _ = session.call(
+        "write_finding",
+        {
+            "segment": segment,
+            "category": category,
+            "title": h.title,
+            "summary": h.story,
+            "evidence": ids,
+            "baseline_value": numbers.get("baseline"),
+            "comparison_value": numbers.get("comparison"),
+        },
+    )
+    if is_error:
+        return {"status": "dismissed", "critique": payload["error"]["message"]}
+    return payload
+
+
+def _plan_cause(session: Session, q: Question, e: Explanation, seg: dict, category: str) -> str:
+    ids, numbers = _claim(session, q, seg)
+    if not numbers:
+        session.call(
+            "conclude",
+            {
+                "status": "inconclusive",
+                "confidence": "low",
+                "summary": "the segment's figures could not be measured",
+                "evidence": ids,
+            },
+        )
+        return "concluded"
+    result = _write(session, seg, category, ids, numbers)
+    _finding_verdict(session, ids, result, _seg(seg))
+    return "concluded"
+
+
+def _plan_parent(session: Session, q: Question, e: Explanation, child: dict[str, Any]) -> str:
+    """Did the whole parent move, or only the child? Compare the child with its siblings."""
+    eid, row, payload = _split(session, q, child)
+    total = (payload.get("total") or {}).get("delta")
+    child_delta = (row or {}).get("delta")
+    if total is None or child_delta is None or not total:
+        session.call(
+            "conclude",
+            {
+                "status": "inconclusive",
+                "confidence": "low",
+                "summary": "the split by the child column could not be measured",
+                "evidence": [eid],
+            },
+        )
+        return "concluded"
+    rest = total - child_delta
+    share = child_delta / total
+    same_way = rest * total > 0 and abs(rest) >= 0.5 * abs(child_delta)
+    status = "inconclusive" if same_way else "ruled_out"
+    summary = (
+        f"{_seg(child)} carries {share:.0%} of {_seg(session.h.segment)}'s change "
+        f"({child_delta:,.4g} of {total:,.4g}); the rest moved by {rest:,.4g}"
+    )
+    summary += (
+        "; the other parts moved the same way." if same_way else "; the others did not move alike."
+    )
+    session.call(
+        "conclude",
+        {
+            "status": status,
+            "confidence": "high" if not same_way and abs(share) >= 0.8 else "medium",
+            "summary": summary,
+            "evidence": [eid],
+        },
+    )
+    return "concluded"
+
+
+def _plan_global(session: Session, q: Question, e: Explanation) -> str:
+    ids, numbers = _claim(session, q, {})
+    if e.global_shift is not None:
+        result = _write(session, {}, "global", ids, numbers)
+        _finding_verdict(session, ids, result, "an even shift of everything")
+        return "concluded"
+    share = e.explained_share
+    session.call(
+        "conclude",
+        {
+            "status": "ruled_out" if e.root_causes else "inconclusive",
+            "confidence": "medium",
+            "summary": "The move is concentrated in segments, not spread evenly"
+            + (f": the root causes account for {share:.0%} of it." if share is not None else "."),
+            "evidence": ids,
+        },
+    )
+    return "concluded"
+
+
+def _plan_quality(session: Session, q: Question, e: Explanation) -> str:
+    args = compare_arguments(q)
+    if q.periods.by_dates:
+        args["group_by"] = [q.periods.time_column]
+        args["limit"] = 1000
+        args["metric"] = {"agg": "count"}
+    _, _, entry = session.call("metric_compare_periods", args)
+    ids = [entry.id]
+    if not e.data_quality:
+        session.call(
+            "conclude",
+            {
+                "status": "ruled_out",
+                "confidence": "medium",
+                "summary": "The checks found no missing days, partial periods, duplicated rows "
+                "or null spikes.",
+                "evidence": ids,
+            },
+        )
+        return "concluded"
+    issue = e.data_quality[0]
+    seg = dict(issue.segment)
+    claim_ids, numbers = _claim(session, q, seg)
+    result = _write(session, seg, "data_quality", ids + claim_ids, numbers)
+    _finding_verdict(session, ids + claim_ids, result, issue.message)
+    return "concluded"

@@ -1,0 +1,188 @@
+"""Investigate an explained change: hypotheses, each one's tool calls, the gate, the verdicts.
+
+Both paths share one ledger and one gate. With a client (Claude), hypotheses are proposed by the
+model and each is investigated by the tool-use loop, several at once; without one, the offline
+planner derives and investigates them. A hypothesis that fails for any reason ends
+inconclusive with the reason; the others go on.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from prompts import render
+from sql_tools._context import ToolContext
+from sql_tools._errors import one_line
+from tasks.agent.config import AgentConfig
+from tasks.agent.gate import Gate
+from tasks.agent.hypotheses import engine_summary, propose
+from tasks.agent.ledger import Ledger
+from tasks.agent.loop import run_hypothesis
+from tasks.agent.models import Finding, Hypothesis, Outcome, Usage
+from tasks.agent.planner import offline_hypotheses, plan_hypothesis
+from tasks.agent.session import Session
+from tasks.agent.untrusted import data_block
+from tasks.engine import Analysis
+from tasks.engine.explain import compare_arguments
+from tasks.engine.spec import Question
+
+
+class AgentResult(BaseModel):
+    """Every hypothesis's outcome, every finding (accepted and dismissed), and the cost."""
+
+    mode: Literal["claude", "offline"]
+    model: str | None = None
+    outcomes: list[Outcome]
+    findings: list[Finding]
+    usage: Usage
+    notes: list[str] = []
+    elapsed_ms: float = 0.0
+
+
+def question_summary(q: Question) -> dict[str, Any]:
+    """The question as the user asked it (column names and values are data)."""
+    return {
+        "metric": q.metric.expression,
+        "name": q.metric.name,
+        "table": q.metric.table,
+        "grain": q.metric.grain,
+        "baseline": q.periods.label("baseline"),
+        "comparison": q.periods.label("comparison"),
+        "filters": [f.model_dump() for f in q.metric.filters],
+        "dimensions": list(q.dimensions) if q.dimensions else None,
+    }
+
+
+def investigate(
+    ctx: ToolContext,
+    question: Question,
+    analysis: Analysis,
+    *,
+    client: Any = None,
+    config: AgentConfig | None = None,
+    history: list[dict[str, Any]] | None = None,
+    on_outcome: Callable[[Outcome], None] | None = None,
+) -> tuple[AgentResult, Ledger]:
+    """Run the investigation; ``client`` None means the offline planner."""
+    config = config or AgentConfig()
+    t0 = time.perf_counter()
+    e = analysis.explanation
+    ledger = Ledger()
+    gate = Gate(ctx, question, analysis, ledger)
+    usage, notes = Usage(), []
+    if client is None:
+        planned = offline_hypotheses(e, config.max_hypotheses)
+    else:
+        planned, usage, notes = propose(client, ctx, question_summary(question), e, config, history)
+
+    def one(h: Hypothesis, plan: dict[str, Any]) -> Outcome:
+        session = Session(ctx, h, ledger, gate, config.budget)
+        t = time.perf_counter()
+        try:
+            if client is None:
+                stop = plan_hypothesis(session, question, e, plan)
+                return session.outcome(stop, Usage(), (time.perf_counter() - t) * 1000)
+            prompt = _prompt(question, analysis, h, gate)
+            system = render("system", max_tool_calls=str(config.budget.max_tool_calls))
+            return run_hypothesis(client, session, system, prompt, config)
+        except Exception as exc:  # one failed hypothesis never loses the others
+            stop = f"error: {type(exc).__name__}: {one_line(exc, 200)}"
+            return session.outcome(stop, Usage(), (time.perf_counter() - t) * 1000)
+
+    outcomes: list[Outcome] = []
+    workers = 1 if client is None else config.concurrency
+    with cf.ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(one, h, plan) for h, plan in planned]
+        for fut in futures:
+            outcome = fut.result()
+            outcomes.append(outcome)
+            usage = usage.add(outcome.usage)
+            if on_outcome is not None:
+                on_outcome(outcome)
+    usage = usage.model_copy(update={"cost_usd": round(config.cost(usage), 6)})
+    if client is None:
+        usage = Usage()
+    return (
+        AgentResult(
+            mode="offline" if client is None else "claude",
+            model=None if client is None else config.model,
+            outcomes=outcomes,
+            findings=list(gate.findings.values()),
+            usage=usage,
+            notes=notes,
+            elapsed_ms=round((time.perf_counter() - t0) * 1000, 1),
+        ),
+        ledger,
+    )
+
+
+def _prompt(q: Question, analysis: Analysis, h: Hypothesis, gate: Gate) -> str:
+    findings = [
+        {"key": f.key, "segment": f.segment, "status": f.status, "critique": f.critique}
+        for f in gate.findings.values()
+    ]
+    return render(
+        "investigate",
+        question=data_block(question_summary(q), "question"),
+        engine=data_block(engine_summary(analysis.explanation), "engine"),
+        hypothesis_id=h.id,
+        hypothesis=data_block(h.model_dump(exclude={"id"}), f"hypothesis {h.id}"),
+        compare_args=data_block(compare_arguments(q), "arguments"),
+        findings=data_block(findings, "findings"),
+    )
+
+
+def result_sections(result: AgentResult, ledger: Ledger) -> dict[str, Any]:
+    """``hypotheses`` and ``findings`` for result.json, and the ``agent`` stats."""
+    hypotheses = []
+    for o in result.outcomes:
+        cited = o.evidence or [e.id for e in ledger.of(o.hypothesis.id)]
+        evidence = []
+        for eid in cited:
+            entry = ledger.get(eid)
+            if entry is None:
+                continue
+            evidence.append(
+                {
+                    "id": entry.id,
+                    "tool": entry.tool,
+                    "arguments": entry.arguments,
+                    "sql": entry.sql,
+                    "params": entry.params,
+                    "result": {"summary": entry.summary, **entry.numbers},
+                }
+            )
+        hypotheses.append(
+            {
+                **o.hypothesis.model_dump(),
+                "status": o.status,
+                "confidence": o.confidence,
+                "summary": o.summary,
+                "stop_reason": o.stop_reason,
+                "tool_calls": o.tool_calls,
+                "findings": o.findings,
+                "evidence": evidence,
+            }
+        )
+    findings = [f.model_dump(mode="json") for f in result.findings]
+    findings.sort(key=lambda f: (f["status"] != "accepted", -abs(f.get("share") or 0.0)))
+    agent = {
+        "mode": result.mode,
+        "model": result.model,
+        "usage": result.usage.model_dump(),
+        "notes": result.notes,
+        "elapsed_ms": result.elapsed_ms,
+        "ledger_entries": len(ledger.entries),
+    }
+    return {"hypotheses": hypotheses, "findings": findings, "agent": agent}
+
+
+def write_ledger(out: Path, result: AgentResult, ledger: Ledger) -> None:
+    """``evidence.jsonl`` and one readable log per hypothesis."""
+    ledger.write(out, {o.hypothesis.id: o.hypothesis.title for o in result.outcomes})

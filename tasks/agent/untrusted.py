@@ -1,0 +1,34 @@
+"""Text from the data reaches the model only inside marked data blocks.
+
+Every block is fenced by a tag carrying a fresh random nonce, so text inside cannot close it, and
+the JSON inside has ``<`` and ``>`` written as ``\\u003c`` / ``\\u003e``, so no tag of any kind
+can appear in it. The system prompt says what the blocks are: data to analyse, never
+instructions. Model-written text that ends up in findings is flattened and capped here too.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from typing import Any
+
+from sql_tools._errors import one_line
+
+
+def to_json(payload: Any) -> str:
+    """Compact JSON with no angle brackets (escaped as JSON unicode escapes)."""
+    text = json.dumps(payload, ensure_ascii=False, default=str, separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace(">", "\\u003e")
+
+
+def data_block(payload: Any, source: str) -> str:
+    """``payload`` as JSON inside an ``<untrusted-data-NONCE>`` block naming its source."""
+    nonce = secrets.token_hex(6)
+    tag = f"untrusted-data-{nonce}"
+    return f'<{tag} source="{one_line(source, 80)}">\n{to_json(payload)}\n</{tag}>'
+
+
+def clean(text: Any, limit: int) -> str:
+    """Model-written text for a finding: one line, control characters gone, at most ``limit``."""
+    s = "".join(ch if ch.isprintable() else " " for ch in str(text))
+    return one_line(s, limit)
