@@ -154,6 +154,20 @@ def tools(
         fail(exc.message)
 
 
+@app.command()
+def mcp(
+    db: Annotated[Path, typer.Option("--db", help="DuckDB file written by `drilldown load`.")],
+) -> None:
+    """Serve the SQL tools over MCP (stdio), read-only, until stdin closes."""
+    from sql_tools import SqlToolError
+    from tasks import mcp_server
+
+    try:
+        mcp_server.serve(db)
+    except SqlToolError as exc:
+        fail(exc.message)
+
+
 def _investigate(
     data: list[Path],
     *,
