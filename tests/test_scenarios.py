@@ -213,3 +213,56 @@ def test_every_root_cause_reproduces_from_its_recorded_sql(investigated):
                 assert value == pytest.approx(cause[which], rel=1e-9)
     finally:
         con.close()
+
+
+def test_hypotheses_have_verdicts_and_evidence(investigated):
+    """The offline investigation: every hypothesis ends with a verdict resting on recorded tool
+    calls, each planted cause is confirmed by an accepted finding, and the ledger is written."""
+    exp, result, out = investigated
+    hyps = result["hypotheses"]
+    assert hyps, "no hypotheses"
+    for h in hyps:
+        assert h["status"] in ("confirmed", "ruled_out", "inconclusive")
+        assert h["evidence"], f"{h['id']} has no evidence"
+        for ev in h["evidence"]:
+            assert ev["tool"].startswith("metric_") and ev["sql"]
+    accepted = [f for f in result["findings"] if f["status"] == "accepted"]
+    confirmed = {h["id"] for h in hyps if h["status"] == "confirmed"}
+    for cause in exp["root_causes"]:
+        want = frozenset((k, str(v)) for k, v in cause["segment"].items())
+        match = [f for f in accepted if frozenset((k, str(v)) for k, v in f["segment"].items()) == want]
+        assert match, f"no accepted finding for the planted {cause['segment']}"
+        assert match[0]["hypothesis_id"] in confirmed
+    if not exp["significant"]:
+        assert not confirmed
+        assert any(h["status"] == "ruled_out" for h in hyps)
+    ruled_out = [h for h in hyps if h["status"] == "ruled_out"]
+    assert ruled_out, "an investigation that rules nothing out has not tested alternatives"
+    lines = (out / "evidence.jsonl").read_text().splitlines()
+    assert len(lines) == result["stats"]["agent"]["ledger_entries"]
+    assert all((out / "hypotheses" / f"{h['id']}.log").is_file() for h in hyps)
+    report = (out / "report.md").read_text()
+    assert "## Hypotheses" in report
+
+
+def test_every_accepted_finding_reproduces_from_its_recorded_sql(investigated):
+    """Each accepted finding's numbers come back when its recorded SQL is re-run, and match what
+    the finding claimed."""
+    import duckdb
+
+    exp, result, out = investigated
+    con = duckdb.connect(str(out / "data.duckdb"), read_only=True)
+    try:
+        for f in result["findings"]:
+            if f["status"] != "accepted":
+                continue
+            rows = con.execute(f["sql"], f["params"]).fetchall()
+            per = {int(p): (n or 0.0, d or 0.0) for p, n, d in rows}
+            days = 7 if result["metric"]["grain"] == "day" else 1
+            for p, which in ((0, "baseline"), (1, "comparison")):
+                n, d = per.get(p, (0.0, 0.0))
+                value = n / d if result["metric"]["kind"] == "ratio" else n / days
+                assert value == pytest.approx(f["measured"][which], rel=1e-9)
+                assert f["claimed"][which] == pytest.approx(value, rel=0.01)
+    finally:
+        con.close()

@@ -30,7 +30,7 @@ from sql_tools import registry
 from sql_tools._context import ToolContext
 from sql_tools._errors import SqlToolError, ToolInputError, short
 from sql_tools._sql import StrictModel
-from tasks.agent.ledger import Ledger, digest
+from tasks.agent.ledger import Ledger, capped, same_result
 from tasks.agent.models import Category, Finding
 from tasks.agent.untrusted import clean
 from tasks.engine import Analysis
@@ -181,7 +181,7 @@ class Gate:
                 again = registry.call(self.ctx, entry.tool, entry.arguments).model_dump(mode="json")
             except SqlToolError as exc:
                 return f"evidence {eid} no longer runs: {exc.message}"
-            if digest(again) != entry.digest:
+            if not same_result(capped(again), entry.result):
                 return f"evidence {eid} did not reproduce: re-running it gave a different result"
         try:
             sq = cube_mod.segment_query(self.ctx, self.q, f.segment)
@@ -229,13 +229,12 @@ class Gate:
                 f"{self.analysis.found.n_tested:,} segments searched; the move is within the noise"
             )
         if test.explained:
-            causes = "; ".join(
-                ", ".join(f"{k}={v}" for k, v in rc.segment.items()) for rc in e.root_causes
-            )
+            named = [", ".join(f"{k}={v}" for k, v in rc.segment.items()) for rc in e.root_causes]
+            if e.global_shift is not None:
+                named.append("the even shift of everything")
             return (
-                "explained by the root causes: once "
-                f"{causes or 'the named causes'} are taken into account, what is left of this "
-                "segment's move is within the noise"
+                f"explained by the root causes: once {'; '.join(named) or 'the named causes'} "
+                "are taken into account, what is left of this segment's move is within the noise"
             )
         if f.category != test.effect:
             return f"category {f.category!r} does not fit: the data shows {test.effect!r}"

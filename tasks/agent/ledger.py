@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import threading
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,31 @@ def digest(payload: dict[str, Any]) -> str:
     """sha256 of a tool result with its timing left out: equal results, equal digests."""
     body = {k: v for k, v in payload.items() if k != "elapsed_ms"}
     return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def capped(payload: dict[str, Any]) -> dict[str, Any]:
+    """The result as the ledger keeps it: rows cut to the first ``RESULT_ROWS``."""
+    result = dict(payload)
+    if isinstance(result.get("rows"), list):
+        result["rows"] = result["rows"][:RESULT_ROWS]
+    return result
+
+
+def same_result(a: Any, b: Any, *, rel: float = 1e-9) -> bool:
+    """Equal results: the same structure and values, floats equal to ``rel`` (a parallel sum
+    can differ in its last bits from run to run); timings are ignored."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        keys = (a.keys() | b.keys()) - {"elapsed_ms"}
+        return all(same_result(a.get(k), b.get(k), rel=rel) for k in keys)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(
+            same_result(x, y, rel=rel) for x, y in zip(a, b, strict=True)
+        )
+    if isinstance(a, float) or isinstance(b, float):
+        if isinstance(a, bool) or isinstance(b, bool) or a is None or b is None:
+            return a == b
+        return math.isclose(float(a), float(b), rel_tol=rel, abs_tol=1e-12)
+    return a == b
 
 
 def summarize(tool: str, payload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -72,9 +98,7 @@ class Ledger:
     ) -> LedgerEntry:
         """Append one call and return its entry (with its new id)."""
         summary, numbers = summarize(tool, payload)
-        result = dict(payload)
-        if isinstance(result.get("rows"), list):
-            result["rows"] = result["rows"][:RESULT_ROWS]
+        result = capped(payload)
         with self._lock:
             seq = sum(1 for e in self.entries if e.hypothesis_id == hypothesis_id) + 1
             entry = LedgerEntry(

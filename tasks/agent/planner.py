@@ -215,6 +215,7 @@ def _claim(session: Session, q: Question, segment: dict[str, Any]) -> tuple[list
 
 
 def _finding_verdict(session: Session, ids: list[str], result: dict, what: str) -> None:
+    what = what.rstrip(".")
     status = result.get("status")
     critique = result.get("critique") or ""
     if status == "accepted":

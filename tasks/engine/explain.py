@@ -105,14 +105,21 @@ class Analysis:
             for rc in self.explanation.root_causes
         }
         key = json.dumps(cube.segment_dict(i), sort_keys=True, default=str)
-        z_after = float(found.z_after[i]) if found.z_after is not None else math.inf
+        explained = False
+        if key not in named and found.fit is not None:
+            vs, fs, ps = found.fit
+            sd = math.sqrt(max(float(ps[i]), 1e-300))
+            explained = abs(vs[i] - fs[i]) / sd < found.z_crit
+            if self.explanation.global_shift is not None and fs[0] > 0:
+                # an even shift reported from what the causes left: scale the fit by it
+                explained |= abs(vs[i] - fs[i] * vs[0] / fs[0]) / sd < found.z_crit
         return SegmentTest(
             segment=self.cube.segment_dict(i),
             contribution=c,
             share=c / self.delta if self.delta else None,
             p_value=p,
             significant=p < ALPHA,
-            explained=key not in named and abs(z_after) < found.z_crit,
+            explained=bool(explained),
             effect=_effect(self.cube, i, self.contrib, kind),
             baseline_volume=float(s["rowsb"][i]),
             comparison_volume=float(s["rowsc"][i]),

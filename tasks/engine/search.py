@@ -75,7 +75,8 @@ class Search:
     n_tested: int
     remainder: float = 0.0
     notes: list[str] = field(default_factory=list)
-    z_after: np.ndarray | None = None  # each segment's residual z once the picks are fitted
+    # per segment once the picks are fitted: observed, fitted and noise variance
+    fit: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
 
 def weighted_median(x: np.ndarray, w: np.ndarray) -> float:
@@ -333,8 +334,7 @@ def search(
         )
     assert z0 is not None and p0 is not None and resid0 is not None
     remainder = float(v.sum() - f.sum())
-    z_after = (VS - FS) / np.sqrt(np.maximum(PS, 1e-300))
-    return Search(picks, z0, p0, resid0, leaves, z_crit, n_tested, remainder, z_after=z_after)
+    return Search(picks, z0, p0, resid0, leaves, z_crit, n_tested, remainder, fit=(VS, FS, PS))
 
 
 def _climb(
