@@ -230,7 +230,9 @@ def test_hypotheses_have_verdicts_and_evidence(investigated):
     confirmed = {h["id"] for h in hyps if h["status"] == "confirmed"}
     for cause in exp["root_causes"]:
         want = frozenset((k, str(v)) for k, v in cause["segment"].items())
-        match = [f for f in accepted if frozenset((k, str(v)) for k, v in f["segment"].items()) == want]
+        match = [
+            f for f in accepted if frozenset((k, str(v)) for k, v in f["segment"].items()) == want
+        ]
         assert match, f"no accepted finding for the planted {cause['segment']}"
         assert match[0]["hypothesis_id"] in confirmed
     if not exp["significant"]:

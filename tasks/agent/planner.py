@@ -71,7 +71,7 @@ def offline_hypotheses(e: Explanation, limit: int = 6) -> list[tuple[Hypothesis,
     named = [rc.segment for rc in e.root_causes]
     related = [d for d in e.drivers if d.segment not in named and not _overlaps(d.segment, named)]
     if related:
-        out.append({**_cause(related[0], metric, prior=0.4), "title": _cause_title(related[0])})
+        out.append({**_cause(related[0], metric, prior=0.4), "kind": "driver"})
     if e.change.significant:
         out.append(
             dict(

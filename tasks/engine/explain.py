@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -327,12 +328,16 @@ def _significance(
         series, _, _ = daily_series(ctx, q)
         xb, xc = _daily_values(q, series["baseline"]), _daily_values(q, series["comparison"])
         if len(xb) >= 3 and len(xc) >= 3:
-            if len(xb) == len(xc):
-                res = stats.ttest_rel(xc, xb)
-                method = f"paired t-test on {len(xb)} day pairs (same position in each period)"
-            else:
-                res = stats.ttest_ind(xc, xb, equal_var=False)
-                method = f"Welch t-test on daily values ({len(xb)} vs {len(xc)} days)"
+            # identical daily differences make scipy warn of precision loss; the result is
+            # then non-finite and handled below
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                if len(xb) == len(xc):
+                    res = stats.ttest_rel(xc, xb)
+                    method = f"paired t-test on {len(xb)} day pairs (same position in each period)"
+                else:
+                    res = stats.ttest_ind(xc, xb, equal_var=False)
+                    method = f"Welch t-test on daily values ({len(xb)} vs {len(xc)} days)"
             p = float(res.pvalue) if np.isfinite(res.pvalue) else (1.0 if absolute == 0 else 0.0)
             return Change(
                 absolute=absolute,
