@@ -603,3 +603,46 @@ def test_prompt_injection_in_a_csv_cell_stays_data(tmp_path, monkeypatch):
     assert "](http" not in report and "![" not in report and "<script" not in report
     assert "\n# Final conclusion" not in report
     assert "CANARY" not in report
+
+
+def test_oversized_and_ownership_fields_are_refused(world):
+    """PER-04: a 5 MiB summary is refused with limit_exceeded; PER-07: ownership fields the
+    model adds are unexpected fields; neither reaches the findings."""
+    ctx, q, analysis = world
+    ledger = Ledger()
+    gate = Gate(ctx, q, analysis, ledger)
+    s = Session(ctx, hypothesis({"platform": "ios"}), ledger, gate, Budget())
+    base = {
+        "segment": {"platform": "ios"},
+        "category": "rate",
+        "title": "x",
+        "summary": "y",
+        "evidence": ["q-1"],
+        "baseline_value": 1.0,
+        "comparison_value": 2.0,
+    }
+    is_error, payload, _ = s.call("write_finding", {**base, "summary": "A" * (5 << 20)})
+    assert is_error and payload["error"]["code"] == "limit_exceeded"
+    owned = {**base, "investigation_id": "0000", "user_id": "admin", "table": "auth.users"}
+    is_error, payload, _ = s.call("write_finding", owned)
+    assert is_error and payload["error"]["code"] == "invalid_arguments"
+    assert "investigation_id" in payload["error"]["message"]
+    assert not gate.findings
+
+
+def test_auth_failure_is_reported_without_key_material(world):
+    """SEC-02: a 401 ends the hypothesis with a short reason; no key or header in it."""
+
+    def model(body):
+        return httpx2.Response(
+            401,
+            json={
+                "type": "error",
+                "error": {"type": "authentication_error", "message": "invalid x-api-key"},
+            },
+        )
+
+    outcome, _, _, _ = run_one(world, model, hypothesis({"platform": "ios"}))
+    assert outcome.status == "inconclusive"
+    assert outcome.stop_reason == "error: Anthropic API error 401 (AuthenticationError)"
+    assert "sk-test" not in outcome.model_dump_json()

@@ -1,0 +1,199 @@
+"""`drilldown investigate` with a key: the CLI, run as a user runs it, talks to a local HTTP
+endpoint (``ANTHROPIC_BASE_URL``) that answers with a scripted transcript. The result has the
+same shape as the offline path's, with the model's usage and cost."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+BLOCK = re.compile(r"<(untrusted-data-[0-9a-f]{12}) source=\"[^\"]*\">\n(.*)\n</\1>", re.S)
+PERIODS = {
+    "time_column": "date",
+    "baseline": {"start": "2024-03-18", "end": "2024-03-24"},
+    "comparison": {"start": "2024-03-25", "end": "2024-03-31"},
+}
+
+
+def reply(name: str, args: dict[str, Any], n: int) -> dict[str, Any]:
+    return {
+        "id": f"msg_{n}",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-5-5",
+        "content": [{"type": "tool_use", "id": f"toolu_{n}", "name": name, "input": args}],
+        "stop_reason": "tool_use",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 2000, "output_tokens": 150},
+    }
+
+
+def analyst(body: dict[str, Any], n: int) -> dict[str, Any]:
+    """Proposes two hypotheses; investigates ios 5.2 to a confirmed finding and android to a
+    rule-out, reading the numbers from the tool results it is sent."""
+    if body.get("tool_choice", {}).get("type") == "tool":
+        hyps = [
+            {
+                "title": "The 5.2 iOS release broke checkout",
+                "story": "A release bug.",
+                "expected": "ios 5.2 revenue falls, 5.1 does not.",
+                "dimensions": ["app_version"],
+                "segment": {"platform": "ios", "app_version": "5.2"},
+                "category": "rate",
+                "prior": 0.7,
+            },
+            {
+                "title": "Android revenue fell",
+                "story": "A payment provider outage.",
+                "expected": "android revenue falls.",
+                "dimensions": ["platform"],
+                "segment": {"platform": "android"},
+                "category": "rate",
+                "prior": 0.3,
+            },
+        ]
+        return reply("propose_hypotheses", {"hypotheses": hyps}, n)
+    hid = re.search(r'<hypothesis id="(h\d+)">', body["messages"][0]["content"]).group(1)
+    turn = sum(1 for m in body["messages"] if m["role"] == "assistant")
+    base = {"table": "events", "metric": {"agg": "sum", "column": "revenue"}, **PERIODS}
+    if hid == "h2":
+        if turn == 0:
+            return reply("metric_compare_periods", {**base, "group_by": ["platform"]}, n)
+        return reply(
+            "conclude",
+            {
+                "status": "ruled_out",
+                "confidence": "medium",
+                "summary": "Android barely moved.",
+                "evidence": ["q-1"],
+            },
+            n,
+        )
+    if turn == 0:
+        args = {
+            **base,
+            "group_by": ["app_version"],
+            "filters": [{"column": "platform", "op": "=", "value": "ios"}],
+        }
+        return reply("metric_compare_periods", args, n)
+    if turn == 1:
+        block = body["messages"][-1]["content"][0]["content"]
+        payload = json.loads(BLOCK.search(block).group(2))
+        row = next(r for r in payload["rows"] if str(r["app_version"]) == "5.2")
+        return reply(
+            "write_finding",
+            {
+                "segment": {"platform": "ios", "app_version": "5.2"},
+                "category": "rate",
+                "title": "iOS 5.2 revenue fell",
+                "summary": "Revenue on ios 5.2 collapsed.",
+                "evidence": [payload["evidence_id"]],
+                "baseline_value": row["baseline"],
+                "comparison_value": row["comparison"],
+            },
+            n,
+        )
+    return reply(
+        "conclude",
+        {
+            "status": "confirmed",
+            "confidence": "high",
+            "summary": "The 5.2 release.",
+            "evidence": ["q-1"],
+        },
+        n,
+    )
+
+
+def test_investigate_with_claude_through_http(tmp_path):
+    seen: list[dict[str, Any]] = []
+    lock = threading.Lock()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+            with lock:
+                seen.append(
+                    {
+                        "path": self.path,
+                        "auth": self.headers.get("x-api-key") or self.headers.get("authorization"),
+                        "body": body,
+                    }
+                )
+                n = len(seen)
+            data = json.dumps(analyst(body, n)).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    out = tmp_path / "out"
+    try:
+        env = {
+            **os.environ,
+            "ANTHROPIC_API_KEY": "sk-ant-test-key",
+            "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{server.server_port}",
+            "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        }
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "flows.cli",
+                "investigate",
+                "data/demo/events.csv",
+                "data/demo/users.csv",
+                "--metric",
+                "sum(revenue)",
+                "--table",
+                "events",
+                "--time-column",
+                "date",
+                "--baseline",
+                "2024-03-18:2024-03-24",
+                "--comparison",
+                "2024-03-25:2024-03-31",
+                "--out",
+                str(out),
+            ],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=env,
+            timeout=300,
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "claude-sonnet-5-5" in proc.stderr
+    result = json.loads((out / "result.json").read_text())
+    status = {h["title"]: h["status"] for h in result["hypotheses"]}
+    assert status == {
+        "The 5.2 iOS release broke checkout": "confirmed",
+        "Android revenue fell": "ruled_out",
+    }
+    [accepted] = [f for f in result["findings"] if f["status"] == "accepted"]
+    assert accepted["segment"] == {"platform": "ios", "app_version": "5.2"}
+    agent = result["stats"]["agent"]
+    assert agent["mode"] == "claude" and agent["usage"]["requests"] == len(seen) == 6
+    assert agent["usage"]["cost_usd"] > 0
+    assert all(s["path"] == "/v1/messages" for s in seen)
+    assert "sk-ant-test-key" not in (out / "report.md").read_text()
+    assert "Model use: 6 requests" in (out / "report.md").read_text()
+    assert (out / "evidence.jsonl").read_text().count("\n") == agent["ledger_entries"] == 5
