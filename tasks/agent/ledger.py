@@ -57,7 +57,7 @@ def summarize(tool: str, payload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         err = payload["error"]
         return f"error {err.get('code')}: {err.get('message')}", {}
     numbers: dict[str, Any] = {}
-    parts = [tool]
+    parts: list[str] = []
     if isinstance(payload.get("total"), dict):
         numbers["total"] = payload["total"]
     for key in ("baseline", "comparison", "change"):
@@ -70,13 +70,33 @@ def summarize(tool: str, payload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
             {k: c.get(k) for k in ("segment", "contribution", "share", "effect", "p_value")}
             for c in payload["root_causes"][:5]
         ]
+    total = payload.get("total")
+    if isinstance(total, dict) and total.get("baseline") is not None:
+        parts.append(f"total {_n(total.get('baseline'))} → {_n(total.get('comparison'))}")
+    for key in ("change",):
+        rel = (payload.get(key) or {}).get("relative")
+        if isinstance(rel, int | float):
+            parts.append(f"change {rel:+.1%}, p = {payload[key].get('p_value', 0) or 0:.2g}")
     rows = payload.get("rows")
     if isinstance(rows, list):
         parts.append(f"{payload.get('matched_count', len(rows))} rows")
         if payload.get("truncated"):
             parts.append("truncated")
+        group = payload.get("group_by") or []
+        if rows and group and "delta" in rows[0]:
+            top = rows[0]
+            seg = ", ".join(f"{g}={top.get(g)}" for g in group)
+            share = top.get("share_of_delta")
+            parts.append(
+                f"largest move {seg}: {_n(top.get('baseline'))} → {_n(top.get('comparison'))}"
+                + (f" ({share:.0%} of the delta)" if isinstance(share, int | float) else "")
+            )
         numbers["rows"] = rows[:5]
-    return ", ".join(parts), numbers
+    return "; ".join(parts), numbers
+
+
+def _n(x: Any) -> str:
+    return f"{x:,.6g}" if isinstance(x, int | float) and not isinstance(x, bool) else str(x)
 
 
 class Ledger:
