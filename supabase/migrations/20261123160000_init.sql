@@ -33,9 +33,10 @@ create table if not exists public.investigations (
     table_name       text not null,
     baseline         text not null,
     comparison       text not null,
-    question         jsonb not null default '{}'::jsonb,
-    result           jsonb not null default '{}'::jsonb,
-    data_fingerprint jsonb not null default '{}'::jsonb
+    -- json, not jsonb: the documents keep their key order (segment columns read as written)
+    question         json not null default '{}'::json,
+    result           json not null default '{}'::json,
+    data_fingerprint json not null default '{}'::json
 );
 create index if not exists investigations_created_idx on public.investigations (created_at desc);
 create index if not exists investigations_metric_idx on public.investigations (metric, created_at desc);
@@ -49,7 +50,7 @@ create table if not exists public.hypotheses (
     story            text,
     status           text not null check (status in ('confirmed', 'ruled_out', 'inconclusive')),
     confidence       double precision check (confidence between 0 and 1),
-    details          jsonb not null,
+    details          json not null,
     unique (investigation_id, position)
 );
 
@@ -60,13 +61,13 @@ create table if not exists public.evidence (
     hypothesis_id    text,
     seq              int,
     tool             text,
-    arguments        jsonb,
+    arguments        json,
     sql              text,
-    params           jsonb,
+    params           json,
     result_digest    text,
     elapsed_ms       double precision,
     tokens           int,
-    details          jsonb not null,
+    details          json not null,
     unique (investigation_id, position)
 );
 
@@ -78,10 +79,10 @@ create table if not exists public.findings (
     segment          jsonb not null default '{}'::jsonb,
     category         text,
     status           text not null check (status in ('accepted', 'dismissed')),
-    claim            jsonb,
+    claim            json,
     critique         text,
     hypothesis_id    text,
-    details          jsonb not null,
+    details          json not null,
     unique (investigation_id, position),
     unique (investigation_id, finding_key)
 );
@@ -155,12 +156,12 @@ $$;
 -- true when it was written (a run stored with other content is replaced whole).
 -- ---------------------------------------------------------------------------
 create or replace function public.save_investigation(
-    investigation jsonb,
-    hypotheses    jsonb,
-    evidence      jsonb,
-    findings      jsonb,
-    report        jsonb,
-    documents     jsonb
+    investigation json,
+    hypotheses    json,
+    evidence      json,
+    findings      json,
+    report        json,
+    documents     json
 )
 returns boolean
 language plpgsql
@@ -190,45 +191,45 @@ begin
     select r.run_id, r.content_hash, r.created_at, r.metric, r.metric_name, r.table_name,
            r.baseline, r.comparison, coalesce(r.question, '{}'), coalesce(r.result, '{}'),
            coalesce(r.data_fingerprint, '{}')
-    from jsonb_to_record(investigation) as r(run_id text, content_hash text,
+    from json_to_record(investigation) as r(run_id text, content_hash text,
          created_at timestamptz, metric text, metric_name text, table_name text, baseline text,
-         comparison text, question jsonb, result jsonb, data_fingerprint jsonb)
+         comparison text, question json, result json, data_fingerprint json)
     returning id into new_id;
 
     insert into public.hypotheses (investigation_id, position, hypothesis_id, title, story, status,
                                    confidence, details)
     select new_id, r.position, r.hypothesis_id, r.title, r.story, r.status, r.confidence, r.details
-    from jsonb_to_recordset(coalesce(hypotheses, '[]')) as r(position int, hypothesis_id text,
-         title text, story text, status text, confidence double precision, details jsonb);
+    from json_to_recordset(coalesce(hypotheses, '[]')) as r(position int, hypothesis_id text,
+         title text, story text, status text, confidence double precision, details json);
 
     insert into public.evidence (investigation_id, position, hypothesis_id, seq, tool, arguments,
                                  sql, params, result_digest, elapsed_ms, tokens, details)
     select new_id, r.position, r.hypothesis_id, r.seq, r.tool, r.arguments, r.sql, r.params,
            r.result_digest, r.elapsed_ms, r.tokens, r.details
-    from jsonb_to_recordset(coalesce(evidence, '[]')) as r(position int, hypothesis_id text,
-         seq int, tool text, arguments jsonb, sql text, params jsonb, result_digest text,
-         elapsed_ms double precision, tokens int, details jsonb);
+    from json_to_recordset(coalesce(evidence, '[]')) as r(position int, hypothesis_id text,
+         seq int, tool text, arguments json, sql text, params json, result_digest text,
+         elapsed_ms double precision, tokens int, details json);
 
     insert into public.findings (investigation_id, position, finding_key, segment, category, status,
                                  claim, critique, hypothesis_id, details)
     select new_id, r.position, r.finding_key, coalesce(r.segment, '{}'), r.category, r.status,
            r.claim, r.critique, r.hypothesis_id, r.details
-    from jsonb_to_recordset(coalesce(findings, '[]')) as r(position int, finding_key text,
-         segment jsonb, category text, status text, claim jsonb, critique text,
-         hypothesis_id text, details jsonb);
+    from json_to_recordset(coalesce(findings, '[]')) as r(position int, finding_key text,
+         segment jsonb, category text, status text, claim json, critique text,
+         hypothesis_id text, details json);
 
-    if report is not null and jsonb_typeof(report) = 'object' then
+    if report is not null and json_typeof(report) = 'object' then
         insert into public.reports (investigation_id, title, body_markdown, storage_path)
         select new_id, r.title, r.body_markdown, r.storage_path
-        from jsonb_to_record(report) as r(title text, body_markdown text, storage_path text);
+        from json_to_record(report) as r(title text, body_markdown text, storage_path text);
     end if;
 
     insert into public.memory_documents (investigation_id, kind, content, metadata,
                                          embedding_model, embedding)
     select new_id, r.kind, r.content, coalesce(r.metadata, '{}'), r.embedding_model,
            (r.embedding)::text::extensions.vector(256)
-    from jsonb_to_recordset(coalesce(documents, '[]')) as r(kind text, content text,
-         metadata jsonb, embedding_model text, embedding jsonb);
+    from json_to_recordset(coalesce(documents, '[]')) as r(kind text, content text,
+         metadata jsonb, embedding_model text, embedding json);
     return true;
 end
 $$;
@@ -278,7 +279,7 @@ revoke all on function public.match_memory_documents(extensions.vector, int, jso
 grant execute on function public.match_memory_documents(extensions.vector, int, jsonb)
     to authenticated, service_role, drilldown_writer;
 
-revoke all on function public.save_investigation(jsonb, jsonb, jsonb, jsonb, jsonb, jsonb)
+revoke all on function public.save_investigation(json, json, json, json, json, json)
     from public, anon, authenticated;
-grant execute on function public.save_investigation(jsonb, jsonb, jsonb, jsonb, jsonb, jsonb)
+grant execute on function public.save_investigation(json, json, json, json, json, json)
     to drilldown_writer, service_role;

@@ -28,7 +28,9 @@ def similar_investigations(
     rows = []
     for hit in store.search_similar(text, k=k, metric=metric):
         causes = [
-            segment_text(c["segment"]) for c in hit.root_causes if isinstance(c.get("segment"), dict)
+            segment_text(c["segment"])
+            for c in hit.root_causes
+            if isinstance(c.get("segment"), dict)
         ]
         metric_label = f"{hit.metric_name} ({hit.metric})" if hit.metric_name else hit.metric
         rows.append(

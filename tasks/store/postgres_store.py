@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 import numpy as np
 import psycopg
 from psycopg.types import TypeInfo
-from psycopg.types.json import Jsonb
+from psycopg.types.json import Json, Jsonb
 
 from tasks.store.base import (
     RecordRejected,
@@ -107,7 +107,7 @@ class PostgresStore:
         except psycopg.OperationalError as e:
             raise StoreUnavailable(f"cannot reach the Postgres store: {_one_line(e)}") from None
         try:
-            from pgvector.psycopg import register_vector_info
+            from pgvector.psycopg.vector import register_vector_info
 
             info = TypeInfo.fetch(conn, "vector") or TypeInfo.fetch(conn, "extensions.vector")
             if info is None:
@@ -171,8 +171,8 @@ class PostgresStore:
             try:
                 (written,) = conn.execute(
                     "select public.save_investigation(%s, %s, %s, %s, %s, %s)",
-                    [Jsonb(rows.investigation), Jsonb(rows.hypotheses), Jsonb(rows.evidence),
-                     Jsonb(rows.findings), Jsonb(rows.report), Jsonb([document])],
+                    [Json(rows.investigation), Json(rows.hypotheses), Json(rows.evidence),
+                     Json(rows.findings), Json(rows.report), Json([document])],
                 ).fetchone()  # fmt: skip
                 after_write_step("written")
                 conn.commit()
