@@ -75,10 +75,14 @@ def _start(parent: Path) -> object:
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[PgServer]:
     """One Postgres for the session, with the migrations applied to a template database."""
-    os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="xdg-"))
     parent = Path(tempfile.mkdtemp(prefix="drilldown-pg-"))
-    srv = _start(parent)
+    runtime = parent / "run"
+    runtime.mkdir(mode=0o700)
+    saved_runtime = os.environ.get("XDG_RUNTIME_DIR")
+    os.environ.setdefault("XDG_RUNTIME_DIR", str(runtime))  # else platformdirs warns
+    srv = None
     try:
+        srv = _start(parent)
         server = PgServer(srv)
         with psycopg.connect(server.admin_uri(), autocommit=True) as c:
             c.execute(f"create database {TEMPLATE}")
@@ -89,8 +93,11 @@ def pg_server() -> Iterator[PgServer]:
             c.execute("alter role drilldown_writer login")
         yield server
     finally:
-        srv.cleanup()  # type: ignore[attr-defined]
+        if srv is not None:
+            srv.cleanup()  # type: ignore[attr-defined]
         shutil.rmtree(parent, ignore_errors=True)
+        if saved_runtime is None:
+            os.environ.pop("XDG_RUNTIME_DIR", None)
 
 
 @pytest.fixture

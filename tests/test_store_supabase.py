@@ -13,7 +13,9 @@ from psycopg import errors, sql
 from tasks.store import (
     DuckDBStore,
     PostgresStore,
+    Store,
     StoreConfigError,
+    StoreError,
     StoreUnavailable,
     SupabaseStore,
     flush_outbox,
@@ -220,3 +222,29 @@ def test_the_stored_rows_are_queryable_in_sql(admin_dsn, saved):
          "metric_compare_periods", 310),
         ("ruled_out", 0.7, "dismissed", {"platform": "android"}, "metric_aggregate", 120),
     ]  # fmt: skip
+
+
+def test_a_wrong_password_is_an_error_not_an_outage(tmp_path: Path, pg_server, pg_db, embedder):
+    with psycopg.connect(pg_server.admin_uri(pg_db), autocommit=True) as c:
+        c.execute("create role locked_out nologin")
+    dsn = pg_server.writer_dsn(pg_db).replace("drilldown_writer", "locked_out")
+    local = tmp_path / "store.duckdb"
+    with SupabaseStore(dsn, local_path=local, embedder=embedder) as store:
+        with pytest.raises(StoreError, match="refused the connection") as ei:
+            store.save_investigation(de_signup_drop())
+    assert not isinstance(ei.value, StoreUnavailable)
+    with SupabaseStore("not a url", local_path=local, embedder=embedder) as store:
+        with pytest.raises(StoreError, match="invalid Postgres connection string"):
+            store.save_investigation(de_signup_drop())
+    assert not local.exists()  # not silently queued: the settings need fixing
+
+
+def test_every_backend_satisfies_the_store_interface(tmp_path: Path, writer_dsn, embedder):
+    stores = [
+        DuckDBStore(tmp_path / "a.duckdb", embedder=embedder),
+        PostgresStore(writer_dsn, embedder=embedder),
+        SupabaseStore(writer_dsn, local_path=tmp_path / "b.duckdb", embedder=embedder),
+    ]
+    for s in stores:
+        assert isinstance(s, Store)
+        s.close()

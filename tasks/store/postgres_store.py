@@ -44,15 +44,29 @@ def _one_line(e: BaseException) -> str:
     return text[0] if text else type(e).__name__
 
 
+# What a reachable server says when the settings are wrong (libpq gives no SQLSTATE for these):
+# retrying later will not help, so such a save fails loudly instead of waiting in the outbox.
+_SETTINGS_REFUSALS = (
+    "password authentication failed",
+    "is not permitted to log in",
+    "does not exist",
+    "no pg_hba.conf entry",
+    "tenant or user not found",
+)
+
+
 def is_connection_error(e: BaseException) -> bool:
     """Connection refused, timed out or dropped, as opposed to a rejected statement."""
     if isinstance(e, StoreUnavailable):
         return True
     if isinstance(e, psycopg.OperationalError):
-        # a dropped connection or one that never opened; errors with a SQLSTATE of their own
-        # (e.g. 57014 query_canceled) came from a live server
+        # no SQLSTATE: the connection never opened or dropped; 08: connection exception;
+        # 57P01-03: the server is shutting down or starting. Others (57014 query_canceled,
+        # 28P01 bad password, 3D000 no such database) came from a live server.
         state = getattr(e, "sqlstate", None)
-        return state is None or state.startswith("08")
+        if state is not None:
+            return state.startswith(("08", "57P"))
+        return not any(phrase in str(e).lower() for phrase in _SETTINGS_REFUSALS)
     return False
 
 
@@ -104,8 +118,12 @@ class PostgresStore:
             )
             conn.execute("select 1")
             conn.rollback()
+        except psycopg.ProgrammingError as e:  # a malformed connection string
+            raise StoreError(f"invalid Postgres connection string: {_one_line(e)}") from None
         except psycopg.OperationalError as e:
-            raise StoreUnavailable(f"cannot reach the Postgres store: {_one_line(e)}") from None
+            if is_connection_error(e):
+                raise StoreUnavailable(f"cannot reach the Postgres store: {_one_line(e)}") from None
+            raise StoreError(f"the Postgres store refused the connection: {_one_line(e)}") from None
         try:
             from pgvector.psycopg.vector import register_vector_info
 
