@@ -42,6 +42,20 @@ def test_a_saved_investigation_comes_back_whole(store):
     assert summary.root_causes[0]["segment"] == {"platform": "ios", "app_version": "5.2"}
 
 
+def test_free_form_values_are_kept_as_given(store):
+    rec = ios_revenue_drop(
+        hypotheses=[{"id": 7, "title": "t", "status": "inconclusive", "confidence": "high",
+                     "extra": {"nested": [1, {"deep": None}]}}],
+        evidence=[{"hypothesis_id": 7, "seq": "first", "tool": "metric_sample",
+                   "tokens": {"input": 1200, "output": 80}, "elapsed_ms": None, "rows": [[1, "a"]]}],
+        findings=[{"segment": {"users.plan": "pro"}, "status": "dismissed", "claim": [1, 2]}],
+    )  # fmt: skip
+    store.save_investigation(rec)
+    assert store.get_investigation(rec.run_id) == rec
+    [dismissed] = store.dismissed_findings("sum(revenue)")
+    assert dismissed["segment"] == {"users.plan": "pro"} and dismissed["claim"] == [1, 2]
+
+
 def test_saving_the_same_record_twice_stores_it_once(store, backend):
     rec = ios_revenue_drop()
     store.save_investigation(rec)

@@ -36,8 +36,11 @@ class RecordRejected(StoreError, ValueError):
 
 @runtime_checkable
 class Store(Protocol):
-    """Where investigations are remembered. Every method is safe to call from one thread at a time
-    per store; backends guard their connection with a lock."""
+    """Where investigations are remembered.
+
+    A store may be shared between threads (its one connection is guarded by a lock). A DuckDB
+    file can be open in one process at a time.
+    """
 
     def save_investigation(self, record: InvestigationRecord) -> str:
         """Store the record whole or not at all; identical re-save is a no-op. Returns run_id."""
@@ -76,8 +79,21 @@ def _text(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-def _json_or_none(value: Any) -> Any:
-    return None if value is None else value
+def _int(value: Any) -> int | None:
+    """A whole number for a typed column, or None (the full value stays in `details`)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def _float(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
 
 
 @dataclass
@@ -122,7 +138,7 @@ def record_rows(record: InvestigationRecord) -> Rows:
             "title": _text(h.get("title")),
             "story": _text(h.get("story")),
             "status": h.get("status"),
-            "confidence": h.get("confidence"),
+            "confidence": _float(h.get("confidence")),
             "details": h,
         }
         for i, h in enumerate(data["hypotheses"])
@@ -131,14 +147,14 @@ def record_rows(record: InvestigationRecord) -> Rows:
         {
             "position": i,
             "hypothesis_id": _text(e.get("hypothesis_id")),
-            "seq": e.get("seq"),
+            "seq": _int(e.get("seq")),
             "tool": _text(e.get("tool")),
-            "arguments": _json_or_none(e.get("arguments")),
+            "arguments": e.get("arguments"),
             "sql": _text(e.get("sql")),
-            "params": _json_or_none(e.get("params")),
+            "params": e.get("params"),
             "result_digest": _text(e.get("result_digest")),
-            "elapsed_ms": e.get("elapsed_ms"),
-            "tokens": e.get("tokens"),
+            "elapsed_ms": _float(e.get("elapsed_ms")),
+            "tokens": _int(e.get("tokens")),
             "details": e,
         }
         for i, e in enumerate(data["evidence"])
@@ -150,7 +166,7 @@ def record_rows(record: InvestigationRecord) -> Rows:
             "segment": f.get("segment") if isinstance(f.get("segment"), dict) else {},
             "category": _text(f.get("category")),
             "status": f.get("status"),
-            "claim": _json_or_none(f.get("claim")),
+            "claim": f.get("claim"),
             "critique": _text(f.get("critique")),
             "hypothesis_id": _text(f.get("hypothesis_id")),
             "details": f,
