@@ -65,3 +65,6 @@ def ctx(shop_db: Path) -> Iterator[object]:
 
     with ToolContext(shop_db) as c:
         yield c
+
+
+pytest_plugins = ["tests.conftest_pg", "tests.store_fixtures"]

@@ -1,0 +1,90 @@
+"""The investigation memory: every investigation stored whole, searchable by meaning.
+
+Backends, chosen by `store_from_config()` from the environment:
+
+- `DRILLDOWN_STORE=duckdb` (the default): an embedded DuckDB file at `DRILLDOWN_STORE_PATH`
+  (default `~/.drilldown/store.duckdb`). Offline, nothing to set up.
+- `DRILLDOWN_STORE=supabase`, or `SUPABASE_DB_URL` set: Postgres + pgvector at `SUPABASE_DB_URL`,
+  with the DuckDB file as an outbox while Supabase is unreachable (`flush_outbox()`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from tasks.store.base import (
+    RecordRejected,
+    Store,
+    StoreConfigError,
+    StoreError,
+    StoreUnavailable,
+)
+from tasks.store.duckdb_store import DuckDBStore, default_path
+from tasks.store.embed import Embedder, embedder_from_config
+from tasks.store.models import (
+    InvestigationRecord,
+    InvestigationSummary,
+    SimilarInvestigation,
+    memory_text,
+)
+from tasks.store.postgres_store import PostgresStore
+from tasks.store.supabase_store import FlushResult, SupabaseStore
+
+__all__ = [
+    "DuckDBStore",
+    "FlushResult",
+    "InvestigationRecord",
+    "InvestigationSummary",
+    "PostgresStore",
+    "RecordRejected",
+    "SimilarInvestigation",
+    "Store",
+    "StoreConfigError",
+    "StoreError",
+    "StoreUnavailable",
+    "SupabaseStore",
+    "flush_outbox",
+    "memory_text",
+    "store_from_config",
+]
+
+
+def _settings(env: Mapping[str, str]) -> tuple[str, str, Path]:
+    url = env.get("SUPABASE_DB_URL", "").strip()
+    kind = env.get("DRILLDOWN_STORE", "").strip().lower() or ("supabase" if url else "duckdb")
+    raw_path = env.get("DRILLDOWN_STORE_PATH", "").strip()
+    path = Path(raw_path).expanduser() if raw_path else default_path()
+    if kind not in ("duckdb", "supabase"):
+        raise StoreConfigError(f"DRILLDOWN_STORE must be 'duckdb' or 'supabase', got {kind!r}")
+    if kind == "supabase" and not url:
+        raise StoreConfigError("DRILLDOWN_STORE=supabase needs SUPABASE_DB_URL")
+    return kind, url, path
+
+
+def store_from_config(
+    env: Mapping[str, str] | None = None, embedder: Embedder | None = None
+) -> DuckDBStore | SupabaseStore:
+    """The configured store (see the module docstring for the variables)."""
+    env = os.environ if env is None else env
+    kind, url, path = _settings(env)
+    if embedder is None:
+        embedder = embedder_from_config(env)
+    if kind == "supabase":
+        return SupabaseStore(url, local_path=path, embedder=embedder)
+    return DuckDBStore(path, embedder=embedder)
+
+
+def flush_outbox(
+    store: SupabaseStore | None = None, env: Mapping[str, str] | None = None
+) -> FlushResult:
+    """Push investigations kept locally during a Supabase outage (`drilldown sync`)."""
+    if store is not None:
+        return store.flush_outbox()
+    env = os.environ if env is None else env
+    kind, url, path = _settings(env)
+    if kind != "supabase":
+        raise StoreConfigError("nothing to sync: no Supabase store is configured (SUPABASE_DB_URL)")
+    with SupabaseStore(url, local_path=path, embedder=embedder_from_config(env)) as configured:
+        return configured.flush_outbox()

@@ -1,0 +1,332 @@
+"""The team store: Postgres + pgvector (Supabase), over a direct connection with psycopg 3.
+
+The schema is `supabase/migrations/`. The app connects as `drilldown_writer`: it reads the tables and
+writes only through `public.save_investigation()`, which replaces a run whole in one transaction.
+Supabase keeps pgvector in the `extensions` schema; the vector type is looked up there when it is not
+on the search path, and every statement names its schema, so pooled connections work too.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, NoReturn
+
+import numpy as np
+import psycopg
+from psycopg.types import TypeInfo
+from psycopg.types.json import Json, Jsonb
+
+from tasks.store.base import (
+    RecordRejected,
+    StoreError,
+    StoreUnavailable,
+    after_write_step,
+    check_limit,
+    dismissed_row,
+    memory_document,
+    pick_dismissed,
+    query_vector,
+    record_rows,
+)
+from tasks.store.embed import Embedder
+from tasks.store.models import (
+    InvestigationRecord,
+    InvestigationSummary,
+    SimilarInvestigation,
+    root_causes_of,
+)
+
+
+def _one_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0] if text else type(e).__name__
+
+
+# What a reachable server says when the settings are wrong (libpq gives no SQLSTATE for these):
+# retrying later will not help, so such a save fails loudly instead of waiting in the outbox.
+_SETTINGS_REFUSALS = (
+    "password authentication failed",
+    "is not permitted to log in",
+    "does not exist",
+    "no pg_hba.conf entry",
+    "tenant or user not found",
+)
+
+
+def is_connection_error(e: BaseException) -> bool:
+    """Connection refused, timed out or dropped, as opposed to a rejected statement."""
+    if isinstance(e, StoreUnavailable):
+        return True
+    if isinstance(e, psycopg.OperationalError):
+        # no SQLSTATE: the connection never opened or dropped; 08: connection exception;
+        # 57P01-03: the server is shutting down or starting. Others (57014 query_canceled,
+        # 28P01 bad password, 3D000 no such database) came from a live server.
+        state = getattr(e, "sqlstate", None)
+        if state is not None:
+            return state.startswith(("08", "57P"))
+        return not any(phrase in str(e).lower() for phrase in _SETTINGS_REFUSALS)
+    return False
+
+
+class PostgresStore:
+    """Investigations in Postgres + pgvector. `dsn` is a URL or a libpq conninfo string."""
+
+    kind = "postgres"
+
+    def __init__(
+        self, dsn: str, embedder: Embedder | None = None, *, connect_timeout: int = 10
+    ) -> None:
+        if not dsn or not dsn.strip():
+            raise StoreError("the Postgres connection string is empty")
+        self.dsn = dsn
+        self.connect_timeout = connect_timeout
+        self._embedder = embedder
+        self._conn: psycopg.Connection[Any] | None = None
+        self._lock = threading.RLock()
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            from tasks.store.embed import embedder_from_config
+
+            self._embedder = embedder_from_config()
+        return self._embedder
+
+    def __enter__(self) -> PostgresStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    # -- connection ----------------------------------------------------------------------------
+    def _connect(self) -> psycopg.Connection[Any]:
+        if self._conn is not None and not self._conn.closed:
+            return self._conn
+        try:
+            # prepare_threshold=None: no server-side prepared statements (Supabase's pooler in
+            # transaction mode does not keep them)
+            conn = psycopg.connect(
+                self.dsn, connect_timeout=self.connect_timeout, prepare_threshold=None
+            )
+            conn.execute("select 1")
+            conn.rollback()
+        except psycopg.ProgrammingError as e:  # a malformed connection string
+            raise StoreError(f"invalid Postgres connection string: {_one_line(e)}") from None
+        except psycopg.OperationalError as e:
+            if is_connection_error(e):
+                raise StoreUnavailable(f"cannot reach the Postgres store: {_one_line(e)}") from None
+            raise StoreError(f"the Postgres store refused the connection: {_one_line(e)}") from None
+        try:
+            from pgvector.psycopg.vector import register_vector_info
+
+            info = TypeInfo.fetch(conn, "vector") or TypeInfo.fetch(conn, "extensions.vector")
+            if info is None:
+                conn.close()
+                raise StoreError(
+                    "the database has no pgvector type: apply supabase/migrations first"
+                )
+            register_vector_info(conn, info)
+            conn.rollback()
+        except psycopg.Error as e:
+            conn.close()
+            raise StoreError(f"cannot prepare the Postgres connection: {_one_line(e)}") from None
+        self._conn = conn
+        return conn
+
+    def _drop_connection(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except psycopg.Error:
+                pass
+            self._conn = None
+
+    def _read(self, query: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            conn = self._connect()
+            try:
+                rows = conn.execute(query, params).fetchall()
+                conn.rollback()
+                return rows
+            except psycopg.Error as e:
+                self._fail(e)
+
+    def _fail(self, e: psycopg.Error) -> NoReturn:
+        """Turn a database error into a store error (after rolling back), and raise it."""
+        if is_connection_error(e) or (self._conn is not None and self._conn.closed):
+            self._drop_connection()
+            raise StoreUnavailable(f"lost the Postgres store: {_one_line(e)}") from None
+        try:
+            if self._conn is not None:
+                self._conn.rollback()
+        except psycopg.Error:
+            self._drop_connection()
+        raise StoreError(_one_line(e)) from None
+
+    # -- writes --------------------------------------------------------------------------------
+    def save_investigation(self, record: InvestigationRecord) -> str:
+        document = memory_document(record, self.embedder)
+        self.write(record, document)
+        return record.run_id
+
+    def write(self, record: InvestigationRecord, document: dict[str, Any]) -> bool:
+        """Store a record with its memory document in one transaction.
+
+        Returns False when the same content was already stored (nothing written).
+        """
+        rows = record_rows(record)
+        run_id = rows.investigation["run_id"]
+        with self._lock:
+            conn = self._connect()
+            try:
+                (written,) = conn.execute(
+                    "select public.save_investigation(%s, %s, %s, %s, %s, %s)",
+                    [Json(rows.investigation), Json(rows.hypotheses), Json(rows.evidence),
+                     Json(rows.findings), Json(rows.report), Json([document])],
+                ).fetchone()  # fmt: skip
+                after_write_step("written")
+                conn.commit()
+            except psycopg.Error as e:
+                if is_connection_error(e) or conn.closed:
+                    self._drop_connection()
+                    raise StoreUnavailable(f"lost the Postgres store: {_one_line(e)}") from None
+                conn.rollback()
+                raise RecordRejected(
+                    f"investigation {run_id!r} not stored: {_one_line(e)}"
+                ) from None
+            except BaseException:
+                if not conn.closed:
+                    conn.rollback()
+                raise
+        return bool(written)
+
+    def saved_after(self, run_id: str, when: datetime | None, content_hash: str) -> bool:
+        """True when the run is stored with other content, saved after `when`."""
+        if when is None:
+            return False
+        rows = self._read(
+            "select saved_at > %s and content_hash <> %s from public.investigations "
+            "where run_id = %s",
+            [when, content_hash, run_id],
+        )
+        return bool(rows and rows[0][0])
+
+    # -- reads ---------------------------------------------------------------------------------
+    def get_investigation(self, run_id: str) -> InvestigationRecord | None:
+        with self._lock:
+            conn = self._connect()
+            try:
+                inv = conn.execute(
+                    "select id, run_id, created_at, data_fingerprint, metric, metric_name, "
+                    "table_name, baseline, comparison, question, result "
+                    "from public.investigations where run_id = %s",
+                    [run_id],
+                ).fetchone()
+                if inv is None:
+                    conn.rollback()
+                    return None
+                children = {
+                    t: [
+                        r[0]
+                        for r in conn.execute(
+                            f"select details from public.{t} where investigation_id = %s "
+                            "order by position",
+                            [inv[0]],
+                        ).fetchall()
+                    ]
+                    for t in ("hypotheses", "evidence", "findings")
+                }
+                report = conn.execute(
+                    "select body_markdown from public.reports where investigation_id = %s",
+                    [inv[0]],
+                ).fetchone()
+                conn.rollback()
+            except psycopg.Error as e:
+                self._fail(e)
+        return InvestigationRecord(
+            run_id=inv[1],
+            created_at=inv[2],
+            data_fingerprint=inv[3],
+            metric=inv[4],
+            metric_name=inv[5],
+            table=inv[6],
+            baseline=inv[7],
+            comparison=inv[8],
+            question=inv[9],
+            result=inv[10],
+            hypotheses=children["hypotheses"],
+            evidence=children["evidence"],
+            findings=children["findings"],
+            report_md=report[0] if report else "",
+        )
+
+    _SUMMARY = (
+        "select i.run_id, i.created_at, i.metric, i.metric_name, i.table_name, i.baseline, "
+        "i.comparison, i.result -> 'root_causes'"
+    )
+
+    @staticmethod
+    def _summary_fields(row: Sequence[Any]) -> dict[str, Any]:
+        return {
+            "run_id": row[0],
+            "created_at": row[1],
+            "metric": row[2],
+            "metric_name": row[3],
+            "table": row[4],
+            "baseline": row[5],
+            "comparison": row[6],
+            "root_causes": root_causes_of({"root_causes": row[7]}),
+        }
+
+    def list_investigations(self, limit: int = 20) -> list[InvestigationSummary]:
+        check_limit(limit)
+        rows = self._read(
+            f"{self._SUMMARY} from public.investigations i "
+            "order by i.created_at desc, i.run_id limit %s",
+            [limit],
+        )
+        return [InvestigationSummary(**self._summary_fields(r)) for r in rows]
+
+    def search_similar(
+        self,
+        query: str | Sequence[float] | np.ndarray,
+        k: int = 5,
+        metric: str | None = None,
+        model: str | None = None,
+    ) -> list[SimilarInvestigation]:
+        check_limit(k, "k")
+        vector, model_name = query_vector(query, model, self.embedder)
+        flt: dict[str, Any] = {"embedding_model": model_name}
+        if metric is not None:
+            flt["metric"] = metric
+        rows = self._read(
+            f"{self._SUMMARY}, m.embedding_model, m.similarity "
+            "from public.match_memory_documents(%s, %s, %s) m "
+            "join public.investigations i on i.id = m.investigation_id "
+            "order by m.similarity desc, i.created_at desc",
+            [np.asarray(vector, dtype=np.float32), k, Jsonb(flt)],
+        )
+        return [
+            SimilarInvestigation(**self._summary_fields(r), embedding_model=r[8], score=r[9])
+            for r in rows
+        ]
+
+    def dismissed_findings(
+        self, metric: str, segments: Sequence[dict[str, Any]] | None = None
+    ) -> list[dict[str, Any]]:
+        rows = self._read(
+            "select f.details, i.run_id, i.created_at from public.findings f "
+            "join public.investigations i on i.id = f.investigation_id "
+            "where f.status = 'dismissed' and (i.metric = %s or i.metric_name = %s) "
+            "order by i.created_at desc, f.position",
+            [metric, metric],
+        )
+        return pick_dismissed([dismissed_row(r[0], r[1], r[2]) for r in rows], segments)
