@@ -187,6 +187,7 @@ def _investigate(
     metrics_file: Path | None = None,
     offline: bool = True,
     model: str | None = None,
+    remember: bool = True,
 ) -> None:
     import os
 
@@ -202,6 +203,10 @@ def _investigate(
 
     try:
         out.mkdir(parents=True, exist_ok=True)
+        try:
+            data = _fetch_uploads(data, out)
+        except ValueError as exc:  # StorageError: bad location, missing bucket, mismatch
+            fail(str(exc))
         if len(data) == 1 and data[0].suffix == ".duckdb" and db is None:
             db = data[0]
         else:
@@ -227,6 +232,10 @@ def _investigate(
             )
             analysis = analyze(ctx, question)
             result = analysis.explanation
+            memory = _Memory(ctx, question, result) if remember else None
+            history = memory.recall() if memory else None
+            if history:
+                result.similar_investigations = history["similar"]
             config = AgentConfig.from_env(model=model)
             client = None
             if not offline and os.environ.get("ANTHROPIC_API_KEY"):
@@ -241,6 +250,7 @@ def _investigate(
                 analysis,
                 client=client,
                 config=config,
+                history=history,
                 on_outcome=lambda o: typer.echo(
                     f"  {o.hypothesis.id} {o.status:12} {printable(o.hypothesis.title)}", err=True
                 ),
@@ -256,7 +266,10 @@ def _investigate(
     tmp = out / "result.json.tmp"
     tmp.write_text(result.model_dump_json(indent=2), encoding="utf-8")
     tmp.replace(out / "result.json")
-    (out / "report.md").write_text(render(result, db=str(db)), encoding="utf-8")
+    report_md = render(result, db=str(db))
+    (out / "report.md").write_text(report_md, encoding="utf-8")
+    if memory is not None:
+        memory.save(result.model_dump(mode="json"), ledger, report_md)
     c = result.change
     verdict = "significant" if c.significant else "not significant"
     rel = f"{c.relative * 100:+.1f}%" if c.relative is not None else "n/a"
@@ -270,6 +283,68 @@ def _investigate(
     for d in result.data_quality:
         typer.echo(f"  data quality: {printable(d.message)}")
     typer.echo(f"wrote {printable(out / 'report.md')} and {printable(out / 'result.json')}")
+
+
+def _fetch_uploads(data: list[Path], out: Path) -> list[Path]:
+    """``supabase://bucket/prefix`` locations downloaded (and verified) into OUT/uploads."""
+    local: list[Path] = []
+    for p in data:
+        text = str(p)
+        if not text.startswith("supabase:"):
+            local.append(p)
+            continue
+        from tasks.storage import download_uploads
+
+        url = "supabase://" + text[len("supabase:") :].lstrip("/")
+        got = download_uploads(url, out / "uploads")
+        typer.echo(f"downloaded {len(got)} file(s) from {printable(url)}", err=True)
+        local += got
+    return local
+
+
+class _Memory:
+    """The investigation store for one run: recall before hypotheses, save at the end. A store
+    that cannot be opened or written is reported, never fatal: the outputs are already written."""
+
+    def __init__(self, ctx: Any, question: Any, result: Any) -> None:
+        from tasks import persist
+
+        self.q, self.data = question, persist.fingerprint(ctx)
+        self.run_id = persist.run_id(self.data, persist.question_dict(question))
+        self._pre = result.model_dump(mode="json")
+
+    def _store(self) -> Any:
+        from tasks.store import store_from_config
+
+        return store_from_config()
+
+    def recall(self) -> dict[str, Any] | None:
+        from tasks import persist
+        from tasks.store import StoreError
+
+        try:
+            with self._store() as store:
+                similar, dismissed = persist.recall(store, self.q, self._pre, exclude=self.run_id)
+        except (StoreError, OSError) as exc:
+            typer.echo(f"warning: past investigations unavailable: {printable(exc)}", err=True)
+            return None
+        if similar:
+            typer.echo(f"{len(similar)} similar past investigation(s) found", err=True)
+        return {"similar": similar, "dismissed": dismissed}
+
+    def save(self, result: dict[str, Any], ledger: Any, report_md: str) -> None:
+        from tasks import persist
+        from tasks.store import StoreError
+
+        evidence = [e.model_dump(mode="json") for e in ledger.entries]
+        rec = persist.record(self.run_id, self.data, self.q, result, evidence, report_md)
+        try:
+            with self._store() as store:
+                store.save_investigation(rec)
+        except (StoreError, OSError) as exc:
+            typer.echo(f"warning: investigation not remembered: {printable(exc)}", err=True)
+            return
+        typer.echo(f"remembered as {self.run_id}", err=True)
 
 
 @app.command()
@@ -329,6 +404,10 @@ def investigate(
     model: Annotated[
         str | None, typer.Option(help="Anthropic model (default claude-sonnet-5-5).")
     ] = None,
+    remember: Annotated[
+        bool,
+        typer.Option(help="Recall similar past investigations and remember this one."),
+    ] = True,
 ) -> None:
     """Explain why a metric moved between two periods: report.md and result.json in --out."""
     _investigate(
@@ -349,7 +428,42 @@ def investigate(
         metrics_file=metrics_file,
         offline=offline,
         model=model,
+        remember=remember,
     )
+
+
+@app.command()
+def history(
+    text: Annotated[str, typer.Argument(help="What happened, in your words.")],
+    limit: Annotated[int, typer.Option(help="How many to list.")] = 5,
+) -> None:
+    """Past investigations similar to TEXT: score, date, metric, periods, root causes, run id."""
+    from tasks.store import StoreError, store_from_config
+    from tasks.store.history import format_history, similar_investigations
+
+    if limit < 1:
+        fail("--limit must be at least 1", 2)
+    try:
+        with store_from_config() as store:
+            rows = similar_investigations(store, text, k=limit)
+    except StoreError as exc:
+        fail(str(exc))
+    for line in format_history(rows).splitlines():
+        typer.echo(printable(line))
+
+
+@app.command()
+def sync() -> None:
+    """Send investigations kept locally while Supabase was unreachable."""
+    from tasks.store import StoreError, flush_outbox
+
+    try:
+        result = flush_outbox()
+    except StoreError as exc:
+        fail(str(exc))
+    typer.echo(printable(result.summary()))
+    if result.remaining:
+        raise typer.Exit(1)
 
 
 @app.command()

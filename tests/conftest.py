@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
 import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+# Investigations run by the tests are remembered in a store of their own, never the user's.
+_STORE_DIR = tempfile.mkdtemp(prefix="drilldown-test-store-")
+atexit.register(shutil.rmtree, _STORE_DIR, True)
+os.environ["DRILLDOWN_STORE_PATH"] = os.path.join(_STORE_DIR, "store.duckdb")
+os.environ["DRILLDOWN_STORE"] = "duckdb"
+for _key in ("ANTHROPIC_API_KEY", "SUPABASE_DB_URL", "VOYAGE_API_KEY"):
+    os.environ.pop(_key, None)
 
 DATA = Path(__file__).parent / "data"
 

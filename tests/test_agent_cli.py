@@ -149,6 +149,7 @@ def test_investigate_with_claude_through_http(tmp_path):
             "ANTHROPIC_API_KEY": "sk-ant-test-key",
             "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{server.server_port}",
             "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+            "DRILLDOWN_STORE_PATH": str(tmp_path / "memory.duckdb"),
         }
         proc = subprocess.run(
             [

@@ -69,7 +69,11 @@ def investigated(request, tmp_path_factory) -> tuple[dict, dict, Path]:
         capture_output=True,
         text=True,
         cwd=ROOT,
-        env={**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false"},
+        env={
+            **os.environ,
+            "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+            "DRILLDOWN_STORE_PATH": str(out / "memory.duckdb"),  # each scenario on its own
+        },
         timeout=600,
     )
     assert proc.returncode == 0, (

@@ -81,16 +81,16 @@ def propose(
     question: dict[str, Any],
     e: Explanation,
     config: AgentConfig,
-    history: list[dict[str, Any]] | None = None,
+    history: dict[str, Any] | None = None,
 ) -> tuple[list[tuple[Hypothesis, dict[str, Any]]], Usage, list[str]]:
     """Hypotheses (each with the offline plan for the ones taken from the engine), usage, notes."""
-    fallback = offline_hypotheses(e, config.max_hypotheses)
+    fallback = offline_hypotheses(e, config.max_hypotheses, history)
     prompt = render(
         "hypothesize",
         question=data_block(question, "question"),
         profile=data_block(profile_summary(ctx), "profile"),
         engine=data_block(engine_summary(e), "engine"),
-        history=data_block(history or [], "history"),
+        history=data_block(history or {}, "history"),
         max_hypotheses=str(config.max_hypotheses),
     )
     tool = {

@@ -25,6 +25,7 @@ class Hypothesis(BaseModel):
     category: Category = "rate"
     prior: float = Field(default=0.5, ge=0.0, le=1.0, description="Belief before investigating.")
     source: Literal["engine", "data_quality", "model", "history"] = "engine"
+    cites: list[str] = Field(default=[], description="Run ids of past investigations it cites.")
 
 
 class Budget(BaseModel):

@@ -32,9 +32,50 @@ def _seg(segment: dict[str, Any]) -> str:
     return ", ".join(f"{k} = {v}" for k, v in segment.items()) or "everything"
 
 
-def offline_hypotheses(e: Explanation, limit: int = 6) -> list[tuple[Hypothesis, dict[str, Any]]]:
+def _key(segment: dict[str, Any]) -> frozenset[tuple[str, str]]:
+    return frozenset((str(k), str(v)) for k, v in segment.items())
+
+
+def _with_history(h: dict[str, Any], history: dict[str, Any]) -> dict[str, Any] | None:
+    """A hypothesis told what past investigations said of its segment; None when a past
+    investigation dismissed it and this run's engine gives no new evidence (not a root cause)."""
+    seg = _key(h.get("segment") or {})
+    if not seg:
+        return h
+    for d in history.get("dismissed", []):
+        if _key(d.get("segment") or {}) == seg and h.get("kind") == "driver":
+            return None
+    for past in history.get("similar", []):
+        if any(_key(_parse(c)) == seg for c in past.get("root_causes", [])):
+            note = (
+                f" Seen before: the investigation of {past['date']} ({past['metric']}, "
+                f"{past['periods']}, run {past['run_id']}) named the same segment."
+            )
+            return {
+                **h,
+                "story": h["story"] + note,
+                "prior": min(0.95, h["prior"] + 0.1),
+                "cites": [past["run_id"]],
+            }
+    return h
+
+
+def _parse(text: str) -> dict[str, str]:
+    """``a=1, b=x`` (the store's segment text) -> {a: 1, b: x}."""
+    out = {}
+    for part in text.split(", "):
+        k, _, v = part.partition("=")
+        out[k.strip()] = v.strip()
+    return out
+
+
+def offline_hypotheses(
+    e: Explanation, limit: int = 6, history: dict[str, Any] | None = None
+) -> list[tuple[Hypothesis, dict[str, Any]]]:
     """Hypotheses with templated stories, most likely first, each with its plan (what to
-    check: ``kind`` cause, parent, global, data_quality or real)."""
+    check: ``kind`` cause, parent, global, data_quality or real). ``history`` (``similar``
+    past investigations, ``dismissed`` past findings) is cited in the stories; a driver that
+    was dismissed before is not proposed again unless the engine now names it a root cause."""
     metric = e.metric.name or e.metric.expression
     out: list[dict[str, Any]] = []
     if not e.change.significant:
@@ -95,6 +136,8 @@ def offline_hypotheses(e: Explanation, limit: int = 6) -> list[tuple[Hypothesis,
             kind="data_quality",
         )
     )
+    if history:
+        out = [x for x in (_with_history(h, history) for h in out) if x is not None]
     hyps = []
     for i, h in enumerate(out[:limit], start=1):
         fields = {k: v for k, v in h.items() if k in Hypothesis.model_fields}

@@ -66,10 +66,11 @@ def investigate(
     *,
     client: Any = None,
     config: AgentConfig | None = None,
-    history: list[dict[str, Any]] | None = None,
+    history: dict[str, Any] | None = None,
     on_outcome: Callable[[Outcome], None] | None = None,
 ) -> tuple[AgentResult, Ledger]:
-    """Run the investigation; ``client`` None means the offline planner."""
+    """Run the investigation; ``client`` None means the offline planner. ``history`` holds
+    ``similar`` past investigations and ``dismissed`` past findings of this metric."""
     config = config or AgentConfig()
     t0 = time.perf_counter()
     e = analysis.explanation
@@ -77,7 +78,7 @@ def investigate(
     gate = Gate(ctx, question, analysis, ledger)
     usage, notes = Usage(), []
     if client is None:
-        planned = offline_hypotheses(e, config.max_hypotheses)
+        planned = offline_hypotheses(e, config.max_hypotheses, history)
     else:
         planned, usage, notes = propose(client, ctx, question_summary(question), e, config, history)
 

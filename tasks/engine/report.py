@@ -143,6 +143,15 @@ def render(e: Explanation, *, db: str | None = None) -> str:
         if others:
             lines += ["## Other segments that moved", "", *_table(others, ratio), ""]
     lines += _hypotheses(e, db)
+    if e.similar_investigations:
+        lines += ["## Similar past investigations", ""]
+        for p in e.similar_investigations:
+            causes = "; ".join(esc(c) for c in p.get("root_causes", [])) or "no root cause"
+            lines.append(
+                f"- {esc(p.get('date'))}: {esc(p.get('metric'))}, {esc(p.get('periods'))}: "
+                f"{causes} (similarity {p.get('score', 0):.2f}, run `{esc(p.get('run_id'))}`)"
+            )
+        lines.append("")
     lines += ["## Check it yourself", ""]
     if e.root_causes:
         lines.append("Each root cause comes from a query anyone can re-run:")
@@ -183,6 +192,9 @@ def _hypotheses(e: Explanation, db: str | None) -> list[str]:
             f"### {status}: {esc(h.get('title'), 200)} ({esc(h.get('confidence'))} confidence)"
         )
         lines += ["", esc(h.get("summary"), 1000), ""]
+        if h.get("cites"):
+            runs = ", ".join(f"`{esc(r)}`" for r in h["cites"])
+            lines += [f"Seen before: past investigation {runs} named the same segment.", ""]
         for ev in h.get("evidence", []):
             lines.append(
                 f"- `{esc(ev.get('id'))}` {esc(ev.get('tool'))}: {esc(ev.get('result', {}).get('summary'), 200)}"

@@ -104,6 +104,9 @@ class Explanation(BaseModel):
     hypotheses: list[dict[str, Any]] = []
     findings: list[dict[str, Any]] = []
     data_quality: list[DataQualityIssue] = []
+    similar_investigations: list[dict[str, Any]] = Field(
+        default=[], description="Past investigations like this one (score, date, causes, run id)."
+    )
     dimensions: list[str] = []
     notes: list[str] = []
     stats: dict[str, Any] = Field(default={}, description="Segments searched, timings, depth.")

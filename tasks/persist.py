@@ -1,0 +1,98 @@
+"""Remember an investigation, and recall similar ones: the glue between a run and the store.
+
+The run id is derived from the data's fingerprint and the question, so investigating the same
+question on the same data again updates one stored investigation instead of adding another.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from sql_tools._context import ToolContext
+from tasks.engine.spec import Question
+
+
+def fingerprint(ctx: ToolContext) -> dict[str, str]:
+    """table -> SHA-256 of the file it was loaded from."""
+    return {name: rec.sha256 for name, rec in sorted(ctx.schema.catalog.loads.items())}
+
+
+def run_id(data: dict[str, str], question: dict[str, Any]) -> str:
+    """Stable id of (data, question)."""
+    text = json.dumps([data, question], sort_keys=True, default=str)
+    return "inv-" + hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def question_dict(q: Question) -> dict[str, Any]:
+    """The question in plain JSON."""
+    return json.loads(q.model_dump_json())
+
+
+def history_query(q: Question, result: dict[str, Any]) -> str:
+    """The text a similar past investigation would be found by: metric, move, causes, drivers."""
+    change = result.get("change") or {}
+    rel = change.get("relative")
+    parts = [f"Metric {q.metric.name or q.metric.expression} on table {q.metric.table}."]
+    if isinstance(rel, int | float):
+        parts.append(f"The metric {'fell' if rel < 0 else 'rose'} {abs(rel) * 100:.1f}%.")
+    for s in (result.get("root_causes") or []) + (result.get("drivers") or [])[:3]:
+        seg = ", ".join(f"{k} = {v}" for k, v in (s.get("segment") or {}).items())
+        parts.append(f"Root cause: {seg} ({s.get('effect')}).")
+    return "\n".join(parts)
+
+
+def recall(
+    store: Any, q: Question, result: dict[str, Any], k: int = 3, exclude: str | None = None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(similar past investigations, past dismissed findings of this metric) as plain dicts."""
+    from tasks.store.history import similar_investigations
+
+    rows = similar_investigations(store, history_query(q, result), k=k + 1)
+    similar = [
+        {
+            "run_id": r.run_id,
+            "score": round(r.score, 3),
+            "date": r.date.strftime("%Y-%m-%d"),
+            "metric": r.metric,
+            "periods": r.periods,
+            "root_causes": r.root_causes,
+        }
+        for r in rows
+        if r.run_id != exclude
+    ][:k]
+    segments = [s.get("segment") or {} for s in (result.get("drivers") or [])]
+    segments += [s.get("segment") or {} for s in (result.get("root_causes") or [])]
+    dismissed = store.dismissed_findings(q.metric.expression, segments)
+    return similar, [d for d in dismissed if d.get("run_id") != exclude]
+
+
+def record(
+    rid: str,
+    data: dict[str, str],
+    q: Question,
+    result: dict[str, Any],
+    evidence: list[dict[str, Any]],
+    report_md: str,
+) -> Any:
+    """The store's record of a finished investigation."""
+    from tasks.store.models import InvestigationRecord
+
+    return InvestigationRecord(
+        run_id=rid,
+        created_at=datetime.now(UTC),
+        data_fingerprint=data,
+        metric=q.metric.expression,
+        metric_name=q.metric.name,
+        table=q.metric.table,
+        baseline=q.periods.label("baseline"),
+        comparison=q.periods.label("comparison"),
+        question=question_dict(q),
+        result=result,
+        hypotheses=result.get("hypotheses") or [],
+        evidence=evidence,
+        findings=result.get("findings") or [],
+        report_md=report_md,
+    )
