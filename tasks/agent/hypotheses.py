@@ -102,7 +102,12 @@ def propose(
         resp = client.messages.create(
             model=config.model,
             max_tokens=config.max_tokens * 2,
-            system=[{"type": "text", "text": render("system", max_tool_calls="0")}],
+            system=[
+                {
+                    "type": "text",
+                    "text": render("system", max_tool_calls=str(config.budget.max_tool_calls)),
+                }
+            ],
             tools=[tool],
             tool_choice={"type": "tool", "name": "propose_hypotheses"},
             messages=[{"role": "user", "content": prompt}],
