@@ -24,7 +24,7 @@ from tasks.agent.gate import Gate
 from tasks.agent.hypotheses import engine_summary, propose
 from tasks.agent.ledger import Ledger
 from tasks.agent.loop import run_hypothesis
-from tasks.agent.models import Finding, Hypothesis, Outcome, Usage
+from tasks.agent.models import Finding, Hypothesis, LedgerEntry, Outcome, Usage
 from tasks.agent.planner import offline_hypotheses, plan_hypothesis
 from tasks.agent.session import Session
 from tasks.agent.untrusted import data_block
@@ -59,6 +59,99 @@ def question_summary(q: Question) -> dict[str, Any]:
     }
 
 
+class HypothesisRun(BaseModel):
+    """One hypothesis investigated: its outcome, its ledger entries, its findings."""
+
+    outcome: Outcome
+    entries: list[LedgerEntry]
+    findings: list[Finding]
+
+
+def plan(
+    ctx: ToolContext,
+    question: Question,
+    analysis: Analysis,
+    *,
+    client: Any = None,
+    config: AgentConfig | None = None,
+    history: dict[str, Any] | None = None,
+) -> tuple[list[tuple[Hypothesis, dict[str, Any]]], Usage, list[str]]:
+    """The hypotheses to investigate (each with its offline plan), the usage and notes."""
+    config = config or AgentConfig()
+    e = analysis.explanation
+    if client is None:
+        return offline_hypotheses(e, config.max_hypotheses, history), Usage(), []
+    return propose(client, ctx, question_summary(question), e, config, history)
+
+
+def investigate_one(
+    ctx: ToolContext,
+    question: Question,
+    analysis: Analysis,
+    h: Hypothesis,
+    plan: dict[str, Any],
+    *,
+    client: Any = None,
+    config: AgentConfig | None = None,
+) -> HypothesisRun:
+    """Investigate one hypothesis with its own ledger (ids q-1, q-2, ...) and gate. Never
+    raises: whatever goes wrong ends it inconclusive with the reason."""
+    config = config or AgentConfig()
+    ledger = Ledger()
+    gate = Gate(ctx, question, analysis, ledger)
+    session = Session(ctx, h, ledger, gate, config.budget)
+    t = time.perf_counter()
+    try:
+        if client is None:
+            stop = plan_hypothesis(session, question, analysis.explanation, plan)
+            outcome = session.outcome(stop, Usage(), (time.perf_counter() - t) * 1000)
+        else:
+            prompt = _prompt(question, analysis, h, gate)
+            system = render("system", max_tool_calls=str(config.budget.max_tool_calls))
+            outcome = run_hypothesis(client, session, system, prompt, config)
+    except Exception as exc:  # one failed hypothesis never loses the others
+        stop = f"error: {type(exc).__name__}: {one_line(exc, 200)}"
+        outcome = session.outcome(stop, Usage(), (time.perf_counter() - t) * 1000)
+    return HypothesisRun(
+        outcome=outcome, entries=list(ledger.entries), findings=list(gate.findings.values())
+    )
+
+
+def combine(
+    runs: list[HypothesisRun],
+    *,
+    client_used: bool,
+    config: AgentConfig,
+    usage: Usage,
+    notes: list[str],
+    elapsed_ms: float,
+) -> tuple[AgentResult, Ledger]:
+    """One result and one ledger from the hypotheses' runs. Findings are merged by key (the
+    same segment and category from two hypotheses): an accepted one wins, else the latest."""
+    ledger = Ledger()
+    findings: dict[str, Finding] = {}
+    for r in runs:
+        ledger.entries.extend(r.entries)
+        usage = usage.add(r.outcome.usage)
+        for f in r.findings:
+            old = findings.get(f.key)
+            if old is None or f.status == "accepted" or old.status != "accepted":
+                findings[f.key] = f
+    usage = usage.model_copy(update={"cost_usd": round(config.cost(usage), 6)})
+    return (
+        AgentResult(
+            mode="claude" if client_used else "offline",
+            model=config.model if client_used else None,
+            outcomes=[r.outcome for r in runs],
+            findings=list(findings.values()),
+            usage=usage if client_used else Usage(),
+            notes=notes,
+            elapsed_ms=round(elapsed_ms, 1),
+        ),
+        ledger,
+    )
+
+
 def investigate(
     ctx: ToolContext,
     question: Question,
@@ -69,57 +162,33 @@ def investigate(
     history: dict[str, Any] | None = None,
     on_outcome: Callable[[Outcome], None] | None = None,
 ) -> tuple[AgentResult, Ledger]:
-    """Run the investigation; ``client`` None means the offline planner. ``history`` holds
-    ``similar`` past investigations and ``dismissed`` past findings of this metric."""
+    """Plan and investigate every hypothesis (several at once with a client); ``client`` None
+    means the offline planner. ``history`` holds ``similar`` past investigations and
+    ``dismissed`` past findings of this metric."""
     config = config or AgentConfig()
     t0 = time.perf_counter()
-    e = analysis.explanation
-    ledger = Ledger()
-    gate = Gate(ctx, question, analysis, ledger)
-    usage, notes = Usage(), []
-    if client is None:
-        planned = offline_hypotheses(e, config.max_hypotheses, history)
-    else:
-        planned, usage, notes = propose(client, ctx, question_summary(question), e, config, history)
-
-    def one(h: Hypothesis, plan: dict[str, Any]) -> Outcome:
-        session = Session(ctx, h, ledger, gate, config.budget)
-        t = time.perf_counter()
-        try:
-            if client is None:
-                stop = plan_hypothesis(session, question, e, plan)
-                return session.outcome(stop, Usage(), (time.perf_counter() - t) * 1000)
-            prompt = _prompt(question, analysis, h, gate)
-            system = render("system", max_tool_calls=str(config.budget.max_tool_calls))
-            return run_hypothesis(client, session, system, prompt, config)
-        except Exception as exc:  # one failed hypothesis never loses the others
-            stop = f"error: {type(exc).__name__}: {one_line(exc, 200)}"
-            return session.outcome(stop, Usage(), (time.perf_counter() - t) * 1000)
-
-    outcomes: list[Outcome] = []
+    planned, usage, notes = plan(ctx, question, analysis, client=client, config=config,
+                                 history=history)  # fmt: skip
+    runs: list[HypothesisRun] = []
     workers = 1 if client is None else config.concurrency
     with cf.ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(one, h, plan) for h, plan in planned]
+        futures = [
+            pool.submit(
+                investigate_one, ctx, question, analysis, h, p, client=client, config=config
+            )  # fmt: skip
+            for h, p in planned
+        ]
         for fut in futures:
-            outcome = fut.result()
-            outcomes.append(outcome)
-            usage = usage.add(outcome.usage)
+            runs.append(fut.result())
             if on_outcome is not None:
-                on_outcome(outcome)
-    usage = usage.model_copy(update={"cost_usd": round(config.cost(usage), 6)})
-    if client is None:
-        usage = Usage()
-    return (
-        AgentResult(
-            mode="offline" if client is None else "claude",
-            model=None if client is None else config.model,
-            outcomes=outcomes,
-            findings=list(gate.findings.values()),
-            usage=usage,
-            notes=notes,
-            elapsed_ms=round((time.perf_counter() - t0) * 1000, 1),
-        ),
-        ledger,
+                on_outcome(runs[-1].outcome)
+    return combine(
+        runs,
+        client_used=client is not None,
+        config=config,
+        usage=usage,
+        notes=notes,
+        elapsed_ms=(time.perf_counter() - t0) * 1000,
     )
 
 
@@ -143,10 +212,11 @@ def result_sections(result: AgentResult, ledger: Ledger) -> dict[str, Any]:
     """``hypotheses`` and ``findings`` for result.json, and the ``agent`` stats."""
     hypotheses = []
     for o in result.outcomes:
-        cited = o.evidence or [e.id for e in ledger.of(o.hypothesis.id)]
+        own = {e.id: e for e in ledger.of(o.hypothesis.id)}
+        cited = o.evidence or list(own)
         evidence = []
         for eid in cited:
-            entry = ledger.get(eid)
+            entry = own.get(eid)
             if entry is None:
                 continue
             evidence.append(
