@@ -185,166 +185,71 @@ def _investigate(
     max_depth: int = 3,
     min_support: float | None = None,
     metrics_file: Path | None = None,
-    offline: bool = True,
+    offline: bool = False,
     model: str | None = None,
     remember: bool = True,
+    prefect: bool | None = None,
 ) -> None:
+    """Run the ``investigate`` flow (through Prefect when asked or when a Prefect API is
+    configured, else in-process) and print its answer."""
     import os
 
-    from sql_tools._context import ToolContext
     from sql_tools._errors import SqlToolError
-    from tasks.agent.config import AgentConfig, make_client
-    from tasks.agent.run import investigate as run_agent
-    from tasks.agent.run import result_sections, write_ledger
-    from tasks.engine import analyze
-    from tasks.engine.parse import build_question
-    from tasks.engine.report import render
-    from tasks.load import LoadOptions, load_files
 
+    if not offline and not os.environ.get("ANTHROPIC_API_KEY"):
+        typer.echo("ANTHROPIC_API_KEY is not set: investigating offline", err=True)
+    if prefect is None:
+        prefect = bool(os.environ.get("PREFECT_API_URL"))
+    from flows import investigate as flow_mod
+
+    def progress(n: int, total: int, run: dict[str, Any]) -> None:
+        o = run["outcome"]
+        typer.echo(
+            f"  [{n}/{total}] {o['hypothesis']['id']} {o['status']:12} "
+            f"{printable(o['hypothesis']['title'])}",
+            err=True,
+        )
+
+    flow_mod._PROGRESS["cli"] = progress
+    kwargs = dict(
+        data=[str(d) for d in data], metric=metric, baseline=baseline, comparison=comparison,
+        table=table, time_column=time_column, period_column=period_column, grain=grain,
+        dimensions=[d.strip() for d in dimensions.split(",")] if dimensions else None,
+        filters=filters or None, out=str(out), db=str(db) if db else None, offline=offline,
+        model=model, remember=remember, max_depth=max_depth, min_support=min_support,
+        metrics_file=str(metrics_file) if metrics_file else None,
+    )  # fmt: skip
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        try:
-            data = _fetch_uploads(data, out)
-        except ValueError as exc:  # StorageError: bad location, missing bucket, mismatch
-            fail(str(exc))
-        if len(data) == 1 and data[0].suffix == ".duckdb" and db is None:
-            db = data[0]
+        if prefect:
+            summary = flow_mod.investigate(**kwargs)
         else:
-            db = db or out / "data.duckdb"
-            report = load_files(data, db, LoadOptions())
-            for t in report.tables:
-                typer.echo(f"{t.status:9} {printable(t.table)}: {t.rows:,} rows", err=True)
-        with ToolContext(db) as ctx:
-            question = build_question(
-                ctx.schema,
-                metric=metric,
-                table=table,
-                time_column=time_column,
-                period_column=period_column,
-                baseline=baseline,
-                comparison=comparison,
-                grain=grain,
-                dimensions=dimensions,
-                filters=filters or [],
-                max_depth=max_depth,
-                min_support=min_support,
-                metrics_file=metrics_file,
-            )
-            analysis = analyze(ctx, question)
-            result = analysis.explanation
-            memory = _Memory(ctx, question, result) if remember else None
-            history = memory.recall() if memory else None
-            if history:
-                result.similar_investigations = history["similar"]
-            config = AgentConfig.from_env(model=model)
-            client = None
-            if not offline and os.environ.get("ANTHROPIC_API_KEY"):
-                client = make_client(config)
-            elif not offline:
-                typer.echo("ANTHROPIC_API_KEY is not set: investigating offline", err=True)
-            mode = "offline planner" if client is None else config.model
-            typer.echo(f"investigating hypotheses ({mode})", err=True)
-            agent, ledger = run_agent(
-                ctx,
-                question,
-                analysis,
-                client=client,
-                config=config,
-                history=history,
-                on_outcome=lambda o: typer.echo(
-                    f"  {o.hypothesis.id} {o.status:12} {printable(o.hypothesis.title)}", err=True
-                ),
-            )
-            sections = result_sections(agent, ledger)
-            result.hypotheses, result.findings = sections["hypotheses"], sections["findings"]
-            result.stats["agent"] = sections["agent"]
-            write_ledger(out, agent, ledger)
+            summary = flow_mod.investigate.fn(**kwargs)
     except SqlToolError as exc:
         fail(exc.message, 2 if exc.code != "internal" else 1)
     except OSError as exc:
         fail(f"{exc.filename or ''}: {exc.strerror or exc}")
-    tmp = out / "result.json.tmp"
-    tmp.write_text(result.model_dump_json(indent=2), encoding="utf-8")
-    tmp.replace(out / "result.json")
-    report_md = render(result, db=str(db))
-    (out / "report.md").write_text(report_md, encoding="utf-8")
-    if memory is not None:
-        memory.save(result.model_dump(mode="json"), ledger, report_md)
-    c = result.change
-    verdict = "significant" if c.significant else "not significant"
-    rel = f"{c.relative * 100:+.1f}%" if c.relative is not None else "n/a"
-    typer.echo(f"{printable(question.metric.expression)}: {rel} ({verdict}, p={c.p_value:.2g})")
-    for rc in result.root_causes:
-        seg = ", ".join(f"{k}={v}" for k, v in rc.segment.items())
-        share = f"{rc.share * 100:.0f}%" if rc.share is not None else "n/a"
-        typer.echo(f"  root cause: {printable(seg)}  ({rc.effect}, {share} of the change)")
-    if result.global_shift is not None:
-        typer.echo(f"  everything moved evenly ({result.global_shift.effect})")
-    for d in result.data_quality:
-        typer.echo(f"  data quality: {printable(d.message)}")
+    except ValueError as exc:  # storage locations: bad URL, missing bucket, size/hash mismatch
+        fail(str(exc))
+    finally:
+        flow_mod._PROGRESS.pop("cli", None)
+    result = json.loads((out / "result.json").read_text(encoding="utf-8"))
+    c = result["change"]
+    verdict = "significant" if c["significant"] else "not significant"
+    rel = f"{c['relative'] * 100:+.1f}%" if c["relative"] is not None else "n/a"
+    p = "n/a" if c["p_value"] is None else f"{c['p_value']:.2g}"
+    expression = result["metric"]["expression"]
+    typer.echo(f"{printable(expression)}: {rel} ({verdict}, p={p})")
+    for rc in result["root_causes"]:
+        seg = ", ".join(f"{k}={v}" for k, v in rc["segment"].items())
+        share = f"{rc['share'] * 100:.0f}%" if rc["share"] is not None else "n/a"
+        typer.echo(f"  root cause: {printable(seg)}  ({rc['effect']}, {share} of the change)")
+    if result.get("global_shift"):
+        typer.echo(f"  everything moved evenly ({result['global_shift']['effect']})")
+    for d in result["data_quality"]:
+        typer.echo(f"  data quality: {printable(d['message'])}")
+    if summary.get("run_id"):
+        typer.echo(f"remembered as {summary['run_id']}", err=True)
     typer.echo(f"wrote {printable(out / 'report.md')} and {printable(out / 'result.json')}")
-
-
-def _fetch_uploads(data: list[Path], out: Path) -> list[Path]:
-    """``supabase://bucket/prefix`` locations downloaded (and verified) into OUT/uploads."""
-    local: list[Path] = []
-    for p in data:
-        text = str(p)
-        if not text.startswith("supabase:"):
-            local.append(p)
-            continue
-        from tasks.storage import download_uploads
-
-        url = "supabase://" + text[len("supabase:") :].lstrip("/")
-        got = download_uploads(url, out / "uploads")
-        typer.echo(f"downloaded {len(got)} file(s) from {printable(url)}", err=True)
-        local += got
-    return local
-
-
-class _Memory:
-    """The investigation store for one run: recall before hypotheses, save at the end. A store
-    that cannot be opened or written is reported, never fatal: the outputs are already written."""
-
-    def __init__(self, ctx: Any, question: Any, result: Any) -> None:
-        from tasks import persist
-
-        self.q, self.data = question, persist.fingerprint(ctx)
-        self.run_id = persist.run_id(self.data, persist.question_dict(question))
-        self._pre = result.model_dump(mode="json")
-
-    def _store(self) -> Any:
-        from tasks.store import store_from_config
-
-        return store_from_config()
-
-    def recall(self) -> dict[str, Any] | None:
-        from tasks import persist
-        from tasks.store import StoreError
-
-        try:
-            with self._store() as store:
-                similar, dismissed = persist.recall(store, self.q, self._pre, exclude=self.run_id)
-        except (StoreError, OSError) as exc:
-            typer.echo(f"warning: past investigations unavailable: {printable(exc)}", err=True)
-            return None
-        if similar:
-            typer.echo(f"{len(similar)} similar past investigation(s) found", err=True)
-        return {"similar": similar, "dismissed": dismissed}
-
-    def save(self, result: dict[str, Any], ledger: Any, report_md: str) -> None:
-        from tasks import persist
-        from tasks.store import StoreError
-
-        evidence = [e.model_dump(mode="json") for e in ledger.entries]
-        rec = persist.record(self.run_id, self.data, self.q, result, evidence, report_md)
-        try:
-            with self._store() as store:
-                store.save_investigation(rec)
-        except (StoreError, OSError) as exc:
-            typer.echo(f"warning: investigation not remembered: {printable(exc)}", err=True)
-            return
-        typer.echo(f"remembered as {self.run_id}", err=True)
 
 
 @app.command()
@@ -408,6 +313,14 @@ def investigate(
         bool,
         typer.Option(help="Recall similar past investigations and remember this one."),
     ] = True,
+    prefect: Annotated[
+        bool | None,
+        typer.Option(
+            "--prefect/--no-prefect",
+            help="Run as a Prefect flow run (default: when PREFECT_API_URL is set).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Explain why a metric moved between two periods: report.md and result.json in --out."""
     _investigate(
@@ -429,6 +342,7 @@ def investigate(
         offline=offline,
         model=model,
         remember=remember,
+        prefect=prefect,
     )
 
 

@@ -45,25 +45,35 @@ def lazy_task(
     name: str, fn: Callable[..., Any], *, cache: bool = False, retries: int = 0
 ) -> Callable[[str], Any]:
     """A module ``__getattr__`` that builds task ``name`` from ``fn`` on first use."""
+    return lazy_tasks({name: (fn, {"cache": cache, "retries": retries})})
+
+
+def lazy_tasks(specs: dict[str, tuple[Callable[..., Any], dict[str, Any]]]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` for several tasks: ``{name: (fn, {"cache", "retries"})}``."""
     built: dict[str, Any] = {}
 
     def __getattr__(attr: str) -> Any:
-        if attr != name:
+        if attr not in specs:
             raise AttributeError(attr)
-        if name not in built:
-            from prefect import task
-            from prefect.cache_policies import INPUTS, TASK_SOURCE
-
-            options: dict[str, Any] = {"name": name.removesuffix("_task").replace("_", "-")}
-            if cache:
-                options.update(cache_policy=INPUTS + TASK_SOURCE, persist_result=True)
-            if retries:
-                options.update(
-                    retries=retries,
-                    retry_delay_seconds=[2, 10, 30][:retries],
-                    retry_condition_fn=_retry_condition,
-                )
-            built[name] = task(**options)(fn)
-        return built[name]
+        if attr not in built:
+            built[attr] = _build(attr, *specs[attr])
+        return built[attr]
 
     return __getattr__
+
+
+def _build(name: str, fn: Callable[..., Any], policy: dict[str, Any]) -> Any:
+    from prefect import task
+    from prefect.cache_policies import INPUTS, TASK_SOURCE
+
+    options: dict[str, Any] = {"name": name.removesuffix("_task").replace("_", "-")}
+    if policy.get("cache"):
+        options.update(cache_policy=INPUTS + TASK_SOURCE, persist_result=True)
+    retries = int(policy.get("retries") or 0)
+    if retries:
+        options.update(
+            retries=retries,
+            retry_delay_seconds=[2, 10, 30][:retries],
+            retry_condition_fn=_retry_condition,
+        )
+    return task(**options)(fn)

@@ -11,13 +11,9 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from sql_tools._context import ToolContext
+from tasks._prefect import lazy_tasks
+from tasks.decompose import fingerprint
 from tasks.engine.spec import Question
-
-
-def fingerprint(ctx: ToolContext) -> dict[str, str]:
-    """table -> SHA-256 of the file it was loaded from."""
-    return {name: rec.sha256 for name, rec in sorted(ctx.schema.catalog.loads.items())}
 
 
 def run_id(data: dict[str, str], question: dict[str, Any]) -> str:
@@ -96,3 +92,57 @@ def record(
         findings=result.get("findings") or [],
         report_md=report_md,
     )
+
+
+def recall_history(
+    db: str, qargs: dict[str, Any], data: str, explanation: dict[str, Any]
+) -> dict[str, Any]:
+    """``{"similar": [...], "dismissed": [...], "warning": str | None}`` from the store."""
+    from tasks.decompose import open_analysis
+    from tasks.store import StoreError, store_from_config
+
+    ctx, q, _ = open_analysis(db, qargs, data)
+    rid = run_id(fingerprint(ctx), question_dict(q))
+    try:
+        with store_from_config() as store:
+            similar, dismissed = recall(store, q, explanation, exclude=rid)
+    except (StoreError, OSError) as exc:
+        return {
+            "similar": [],
+            "dismissed": [],
+            "warning": f"past investigations unavailable: {exc}",
+        }
+    return {"similar": similar, "dismissed": dismissed, "warning": None}
+
+
+def remember(
+    db: str,
+    qargs: dict[str, Any],
+    data: str,
+    result: dict[str, Any],
+    entries: list[dict[str, Any]],
+    report_md: str,
+) -> dict[str, Any]:
+    """Save the investigation whole; ``{"run_id", "warning"}`` (a store problem is a warning:
+    the outputs are already written, and Supabase outages go to the local outbox)."""
+    from tasks.decompose import open_analysis
+    from tasks.store import StoreError, store_from_config
+
+    ctx, q, _ = open_analysis(db, qargs, data)
+    data_fp = fingerprint(ctx)
+    rid = run_id(data_fp, question_dict(q))
+    rec = record(rid, data_fp, q, result, entries, report_md)
+    try:
+        with store_from_config() as store:
+            store.save_investigation(rec)
+    except (StoreError, OSError) as exc:
+        return {"run_id": rid, "warning": f"investigation not remembered: {exc}"}
+    return {"run_id": rid, "warning": None}
+
+
+__getattr__ = lazy_tasks(
+    {
+        "recall_history_task": (recall_history, {"retries": 2}),
+        "remember_task": (remember, {"retries": 2}),
+    }
+)

@@ -1,0 +1,51 @@
+"""The last gate before the report: every accepted finding's recorded query is run once more.
+
+Each hypothesis's gate already re-ran its evidence when the finding was written; this pass checks
+the combined findings against the database the report will cite, so a number in the report is
+one its SQL gives back. A finding whose numbers do not come back is dismissed with that critique.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from sql_tools._errors import SqlToolError
+from tasks._prefect import lazy_task
+from tasks.decompose import open_analysis
+from tasks.engine import cube as cube_mod
+
+
+def verify_findings(
+    db: str, qargs: dict[str, Any], data: str, findings: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The findings, accepted ones re-checked against their recorded SQL (accepted first)."""
+    ctx, q, _ = open_analysis(db, qargs, data)
+    out = []
+    for f in findings:
+        f = dict(f)
+        if f.get("status") == "accepted":
+            problem = _recheck(ctx, q, f)
+            if problem:
+                f["status"], f["critique"] = "dismissed", problem
+        out.append(f)
+    out.sort(key=lambda f: (f["status"] != "accepted", -abs(f.get("share") or 0.0)))
+    return out
+
+
+def _recheck(ctx: Any, q: Any, f: dict[str, Any]) -> str | None:
+    sq = cube_mod.SegmentQuery(sql=f.get("sql", ""), params=f.get("params", {}), formula="")
+    try:
+        cube_mod.run_segment_query(ctx, q, sq)
+    except SqlToolError as exc:
+        return f"its query no longer runs: {exc.message}"
+    for which in ("baseline", "comparison"):
+        got, want = getattr(sq, which), (f.get("measured") or {}).get(which)
+        if (got is None) != (want is None) or (
+            got is not None and not math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-12)
+        ):
+            return f"its query now gives {which} {got}, not {want}"
+    return None
+
+
+__getattr__ = lazy_task("verify_findings_task", verify_findings)

@@ -1,0 +1,40 @@
+"""Report: result.json, report.md, the evidence ledger files (and the HTML report with charts).
+
+``result.json`` is written last-to-first safely (a temporary file renamed into place), so a
+crash never leaves a half-written result where a script expects a whole one.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tasks._prefect import lazy_task
+from tasks.agent.ledger import Ledger
+from tasks.agent.models import LedgerEntry
+from tasks.engine.report import render
+from tasks.engine.result import Explanation
+
+
+def write_report(
+    out: str, db: str, result: dict[str, Any], entries: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """Write the outputs into ``out``; return ``{"paths": [...], "report_md": str}``."""
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    explanation = Explanation.model_validate(result)
+    tmp = folder / "result.json.tmp"
+    tmp.write_text(json.dumps(result, indent=2, default=str), encoding="utf-8")
+    tmp.replace(folder / "result.json")
+    report_md = render(explanation, db=db)
+    (folder / "report.md").write_text(report_md, encoding="utf-8")
+    ledger = Ledger()
+    ledger.entries = [LedgerEntry.model_validate(e) for e in entries]
+    titles = {h["id"]: h["title"] for h in result.get("hypotheses", [])}
+    ledger.write(folder, titles)
+    paths = [folder / "result.json", folder / "report.md", folder / "evidence.jsonl"]
+    return {"paths": [str(p) for p in paths], "report_md": report_md}
+
+
+__getattr__ = lazy_task("write_report_task", write_report)
