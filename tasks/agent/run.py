@@ -11,7 +11,6 @@ from __future__ import annotations
 import concurrent.futures as cf
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -252,8 +251,3 @@ def result_sections(result: AgentResult, ledger: Ledger) -> dict[str, Any]:
         "ledger_entries": len(ledger.entries),
     }
     return {"hypotheses": hypotheses, "findings": findings, "agent": agent}
-
-
-def write_ledger(out: Path, result: AgentResult, ledger: Ledger) -> None:
-    """``evidence.jsonl`` and one readable log per hypothesis."""
-    ledger.write(out, {o.hypothesis.id: o.hypothesis.title for o in result.outcomes})
