@@ -228,8 +228,8 @@ class ToolContext:
     def run(self, sql: str, params: dict[str, Any] | None = None, *, max_rows: int) -> QueryOutput:
         """Guard, then execute ``sql`` with bound ``params``; fetch at most ``max_rows`` rows."""
         params = params or {}
-        check_select(self.con, sql, allowed_tables=set(self.schema.tables))
-        with self._lock:
+        with self._lock:  # the guard parses on the connection too: one caller at a time
+            check_select(self.con, sql, allowed_tables=set(self.schema.tables))
             timer = threading.Timer(self.limits.timeout_s, self.con.interrupt)
             start = time.perf_counter()
             timer.start()
@@ -263,8 +263,8 @@ class ToolContext:
         Refuses results longer than ``max_rows`` instead of cutting them.
         """
         params = params or {}
-        check_select(self.con, sql, allowed_tables=set(self.schema.tables))
         with self._lock:
+            check_select(self.con, sql, allowed_tables=set(self.schema.tables))
             timer = threading.Timer(self.limits.timeout_s, self.con.interrupt)
             timer.start()
             try:

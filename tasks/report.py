@@ -1,7 +1,7 @@
 """Report: result.json, report.md, the evidence ledger files (and the HTML report with charts).
 
-``result.json`` is written last-to-first safely (a temporary file renamed into place), so a
-crash never leaves a half-written result where a script expects a whole one.
+``result.json`` is written last, through a temporary file renamed into place: when it exists,
+every other output is complete, and a crash never leaves a half-written one.
 """
 
 from __future__ import annotations
@@ -24,15 +24,15 @@ def write_report(
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
     explanation = Explanation.model_validate(result)
-    tmp = folder / "result.json.tmp"
-    tmp.write_text(json.dumps(result, indent=2, default=str), encoding="utf-8")
-    tmp.replace(folder / "result.json")
     report_md = render(explanation, db=db)
     (folder / "report.md").write_text(report_md, encoding="utf-8")
     ledger = Ledger()
     ledger.entries = [LedgerEntry.model_validate(e) for e in entries]
     titles = {h["id"]: h["title"] for h in result.get("hypotheses", [])}
     ledger.write(folder, titles)
+    tmp = folder / "result.json.tmp"  # last: a result.json means every output is there
+    tmp.write_text(json.dumps(result, indent=2, default=str), encoding="utf-8")
+    tmp.replace(folder / "result.json")
     paths = [folder / "result.json", folder / "report.md", folder / "evidence.jsonl"]
     return {"paths": [str(p) for p in paths], "report_md": report_md}
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from typing import Any
 
@@ -448,3 +449,16 @@ def test_every_result_is_self_describing(ctx):
         for key in ("sql", "params", "elapsed_ms", "matched_count", "truncated"):
             assert key in out, (name, key)
         assert out["sql"].lstrip().upper().startswith(("SELECT", "WITH"))
+
+
+def test_one_context_serves_many_threads(ctx):
+    """Hypotheses investigated at once share a context: concurrent calls all answer, none is
+    refused because the connection was busy."""
+    import concurrent.futures as cf
+
+    args = {"table": "sales", "measures": [{"agg": "sum", "column": "revenue"}],
+            "group_by": ["region"]}  # fmt: skip
+    with cf.ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(lambda _: dispatch(ctx, "metric_aggregate", args), range(64)))
+    assert all(not is_error for is_error, _ in results), [p for e, p in results if e][:1]
+    assert len({json.dumps(p["rows"]) for _, p in results}) == 1

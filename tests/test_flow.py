@@ -1,0 +1,105 @@
+"""The `investigate` flow end to end on the demo data under Prefect's test harness: a completed
+run with its artifacts and outputs, every tool call in the run log, and a run that crashed after
+its hypotheses resumes from the cache instead of redoing them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO = ROOT / "data" / "demo"
+QUESTION = dict(
+    data=[str(DEMO / "events.csv"), str(DEMO / "users.csv")],
+    metric="sum(revenue)",
+    baseline="2024-03-18:2024-03-24",
+    comparison="2024-03-25:2024-03-31",
+    table="events",
+    time_column="date",
+    offline=True,
+)
+
+
+@pytest.fixture(scope="module")
+def harness(tmp_path_factory):
+    from prefect.settings import (
+        PREFECT_FLOWS_HEARTBEAT_FREQUENCY,
+        PREFECT_RESULTS_LOCAL_STORAGE_PATH,
+        temporary_settings,
+    )
+    from prefect.testing.utilities import prefect_test_harness
+
+    storage = tmp_path_factory.mktemp("prefect-results")
+    with prefect_test_harness(server_startup_timeout=120):
+        with temporary_settings(
+            updates={
+                PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None,
+                PREFECT_RESULTS_LOCAL_STORAGE_PATH: str(storage),
+            }
+        ):
+            yield
+
+
+def _task_states(flow_run_id) -> dict[str, list[str]]:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    with get_client(sync_client=True) as client:
+        runs = client.read_task_runs(
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id]))
+        )
+    out: dict[str, list[str]] = {}
+    for r in runs:
+        out.setdefault(r.name.rsplit("-", 1)[0], []).append(r.state.name)
+    return out
+
+
+def test_flow_run_completes_with_artifacts(harness, tmp_path, capfd):
+    from prefect.client.orchestration import get_client
+
+    from flows.investigate import investigate
+
+    out = tmp_path / "out"
+    state = investigate(**QUESTION, out=str(out), return_state=True)
+    assert state.is_completed(), state.message
+    summary = state.result()
+    assert summary["root_causes"] == [{"platform": "ios", "app_version": "5.2"}]
+    assert summary["hypotheses"]["h1"] == "confirmed"
+    result = json.loads((out / "result.json").read_text())
+    assert [h["status"] for h in result["hypotheses"]].count("confirmed") == 1
+    assert (out / "report.md").is_file() and (out / "evidence.jsonl").is_file()
+    with get_client(sync_client=True) as client:
+        keys = {a.key: a.type for a in client.read_artifacts()}
+    assert keys.get("investigation-report") == "markdown"
+    assert keys.get("investigation-findings") == "table"
+    assert keys.get("investigation-progress") == "progress"
+    states = _task_states(state.state_details.flow_run_id)
+    assert len(states["investigate-hypothesis"]) == len(summary["hypotheses"])
+    logged = capfd.readouterr().err
+    assert "h1 q-1 metric_compare_periods" in logged, "tool calls go through the run logger"
+
+
+def test_crashed_run_resumes_from_the_cache(harness, tmp_path, monkeypatch):
+    import tasks.report
+    from flows.investigate import investigate
+
+    out = tmp_path / "out"
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("disk full while rendering")
+
+    monkeypatch.setattr(tasks.report, "render", boom)
+    crashed = investigate(**QUESTION, out=str(out), remember=False, return_state=True)
+    assert crashed.is_failed()
+    first = _task_states(crashed.state_details.flow_run_id)
+    assert set(first["investigate-hypothesis"]) <= {"Completed", "Cached"}
+    assert not (out / "result.json").exists()
+    monkeypatch.undo()
+    again = investigate(**QUESTION, out=str(out), remember=False, return_state=True)
+    assert again.is_completed(), again.message
+    second = _task_states(again.state_details.flow_run_id)
+    assert set(second["investigate-hypothesis"]) == {"Cached"}
+    assert second["decompose"] == ["Cached"] and second["hypothesize"] == ["Cached"]
+    assert (out / "result.json").is_file()
