@@ -202,13 +202,30 @@ def _investigate(
         prefect = bool(os.environ.get("PREFECT_API_URL"))
     from flows import investigate as flow_mod
 
+    bar: Any = None
+    if sys.stderr.isatty():  # a live bar for people; plain lines for logs and pipes
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        bar = Progress(
+            TextColumn("hypotheses"), BarColumn(), MofNCompleteColumn(),
+            console=Console(stderr=True), transient=True,
+        )  # fmt: skip
+        bar.start()
+
     def progress(n: int, total: int, run: dict[str, Any]) -> None:
         o = run["outcome"]
-        typer.echo(
+        line = (
             f"  [{n}/{total}] {o['hypothesis']['id']} {o['status']:12} "
-            f"{printable(o['hypothesis']['title'])}",
-            err=True,
+            f"{printable(o['hypothesis']['title'])}"
         )
+        if bar is None:
+            typer.echo(line, err=True)
+            return
+        if not bar.tasks:
+            bar.add_task("hypotheses", total=total)
+        bar.update(bar.tasks[0].id, completed=n)
+        bar.console.print(line, markup=False, highlight=False)
 
     flow_mod._PROGRESS["cli"] = progress
     kwargs = dict(
@@ -232,6 +249,8 @@ def _investigate(
         fail(str(exc))
     finally:
         flow_mod._PROGRESS.pop("cli", None)
+        if bar is not None:
+            bar.stop()
     result = json.loads((out / "result.json").read_text(encoding="utf-8"))
     c = result["change"]
     verdict = "significant" if c["significant"] else "not significant"
