@@ -178,18 +178,30 @@ def _map_hypotheses(
         futures = task.map(
             unmapped(db), unmapped(qargs), unmapped(h), items, unmapped(offline), unmapped(model)
         )
+        done: dict[int, dict[str, Any]] = {}
         for fut in as_completed(futures):
-            tracker.done(fut.result())
-        return [f.result() for f in futures]
+            i = futures.index(fut)
+            try:
+                done[i] = fut.result()
+            except Exception as exc:  # one failed hypothesis never loses the others
+                done[i] = investigate_mod.unavailable(items[i], f"{type(exc).__name__}: {exc}")
+            tracker.done(done[i])
+        return [done[i] for i in range(total)]
     workers = 1 if offline else 4
     with cf.ThreadPoolExecutor(max_workers=workers) as pool:
         futures = [
             pool.submit(investigate_mod.investigate_hypothesis, db, qargs, h, it, offline, model)
             for it in items
         ]
+        results: dict[int, dict[str, Any]] = {}
         for fut in cf.as_completed(futures):
-            tracker.done(fut.result())
-        return [f.result() for f in futures]
+            i = futures.index(fut)
+            try:
+                results[i] = fut.result()
+            except Exception as exc:  # one failed hypothesis never loses the others
+                results[i] = investigate_mod.unavailable(items[i], f"{type(exc).__name__}: {exc}")
+            tracker.done(results[i])
+        return [results[i] for i in range(total)]
 
 
 class _Tracker:

@@ -21,6 +21,7 @@ TRANSIENT_NAMES = (
     "APIConnectionError",
     "APITimeoutError",
     "StoreUnavailable",
+    "HypothesisUnavailable",
     "StorageUnavailable",
     "ConnectionError",
     "TimeoutError",

@@ -31,7 +31,35 @@ def investigate_hypothesis(
         ctx, q, analysis, h, item["plan"], client=client_for(offline, config), config=config
     )
     _log(run)
+    if run.outcome.stop_reason.startswith(TRANSIENT_STOPS):
+        # not a result to cache: let the task's retries try again, then the flow records it
+        raise HypothesisUnavailable(f"{h.id}: {run.outcome.stop_reason}")
     return run.model_dump(mode="json")
+
+
+TRANSIENT_STOPS = (
+    "error: Anthropic API overloaded",
+    "error: rate limited",
+    "error: could not reach",
+)
+
+
+class HypothesisUnavailable(ConnectionError):
+    """The model could not be reached for this hypothesis (overload, rate limit, network)."""
+
+
+def unavailable(item: dict[str, Any], reason: str) -> dict[str, Any]:
+    """The run of a hypothesis that could not be investigated: inconclusive, with the reason."""
+    from tasks.agent.models import Outcome
+
+    outcome = Outcome(
+        hypothesis=Hypothesis.model_validate(item["hypothesis"]),
+        status="inconclusive",
+        confidence="low",
+        summary=f"not investigated: {reason}",
+        stop_reason=f"error: {reason}",
+    )
+    return {"outcome": outcome.model_dump(mode="json"), "entries": [], "findings": []}
 
 
 def _log(run: Any) -> None:

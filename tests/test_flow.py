@@ -103,3 +103,27 @@ def test_crashed_run_resumes_from_the_cache(harness, tmp_path, monkeypatch):
     assert set(second["investigate-hypothesis"]) == {"Cached"}
     assert second["decompose"] == ["Cached"] and second["hypothesize"] == ["Cached"]
     assert (out / "result.json").is_file()
+
+
+def test_a_hypothesis_that_cannot_be_investigated_does_not_stop_the_others(monkeypatch):
+    """Plain mode (what the CLI runs): a hypothesis whose model stays unreachable is recorded
+    inconclusive with the reason; the others' results are kept."""
+    import flows.investigate as flow_mod
+    import tasks.investigate as inv
+
+    def fake(db, qargs, h, item, offline, model):
+        if item["hypothesis"]["id"] == "h2":
+            raise inv.HypothesisUnavailable("h2: error: Anthropic API overloaded (529)")
+        return inv.unavailable(item, "stand-in")  # a finished run, shape-wise
+
+    monkeypatch.setattr(inv, "investigate_hypothesis", fake)
+    items = [
+        {"hypothesis": {"id": f"h{i}", "title": f"t{i}", "story": "s", "expected": "e"},
+         "plan": {}}
+        for i in (1, 2, 3)
+    ]  # fmt: skip
+    runs = flow_mod._map_hypotheses("db", {}, "hash", items, True, None)
+    assert [r["outcome"]["hypothesis"]["id"] for r in runs] == ["h1", "h2", "h3"]
+    assert "overloaded (529)" in runs[1]["outcome"]["stop_reason"]
+    assert runs[1]["outcome"]["status"] == "inconclusive"
+    assert runs[0]["outcome"]["summary"] == "not investigated: stand-in"
