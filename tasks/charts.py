@@ -55,6 +55,8 @@ class Period:
     days: list[date]
     numerator: list[float]
     denominator: list[float] | None = None
+    present: list[bool] | None = None
+    """Per day, whether any row was there (a day without rows is drawn as a hollow zero)."""
 
     @property
     def values(self) -> list[float | None]:
@@ -177,7 +179,9 @@ class _DayQuery:
         self.ctx = ctx
         self.shape = shape
         self.num, self.den = _measures(ctx, result)
+        rows = {"agg": "count"}
         self.measures = [self.num] + ([self.den] if self.den and self.den != self.num else [])
+        self.measures += [rows] if rows not in self.measures else []
         col = ctx.schema.column(shape.table, shape.time_column, field_name="time_column")
         self.timestamp = col.kind == "timestamp"
 
@@ -188,7 +192,7 @@ class _DayQuery:
         rows = [got.get(d, zero) for d in days]
         num = [float(r[_label(self.num)] or 0.0) for r in rows]
         den = [float(r[_label(self.den)] or 0.0) for r in rows] if self.den else None
-        return Period(label, days, num, den)
+        return Period(label, days, num, den, present=[bool(r["count"]) for r in rows])
 
     def _by_day(
         self, days: list[date], filters: list[dict[str, Any]]
@@ -374,40 +378,54 @@ def _wrap(text: str, width: int = 28, lines: int = 2) -> str:
 
 
 @dataclass(frozen=True)
-class _Bar:
-    label: str
+class Bar:
+    """One waterfall bar: a period total (drawn from the axis floor) or a step of the change."""
+
+    name: str
+    """What the bar is: ``Before``, a segment (``platform = ios``), ``Everything else``,
+    ``Change`` or ``After``."""
     start: float
     end: float
     color: str
     note: str
+    """The number printed next to the bar."""
+    label: str = ""
+    """The axis label (the name, wrapped, with the period for totals)."""
     total: bool = False
 
+    @property
+    def value(self) -> float:
+        """The bar's size: the total, or the step's signed contribution."""
+        return self.end - self.start
 
-def _waterfall_bars(result: dict[str, Any]) -> list[_Bar] | None:
+
+def waterfall_bars(result: dict[str, Any]) -> list[Bar] | None:
+    """The waterfall's bars, top to bottom; None without both period values.
+
+    Before, each root cause's contribution (in the engine's order, at most ``MAX_BARS``),
+    everything else (the rest of the change, including an even shift), After.
+    Without root causes: Before, Change, After.
+    """
     before = (result.get("baseline") or {}).get("value")
     after = (result.get("comparison") or {}).get("value")
     if not _finite(before) or not _finite(after):
         return None
     change = after - before
-    bl, cl = (
-        plain(result["baseline"].get("label"), 40),
-        plain(result["comparison"].get("label"), 40),
-    )
-    bars = [_Bar(f"Before\n{bl}", 0.0, before, _TOTAL, fmt(before), total=True)]
+    bl = plain(result["baseline"].get("label"), 40)
+    cl = plain(result["comparison"].get("label"), 40)
+    bars = [Bar("Before", 0.0, before, _TOTAL, fmt(before), f"Before\n{bl}", total=True)]
     causes = [rc for rc in result.get("root_causes") or [] if _finite(rc.get("contribution"))]
     shown = causes[:MAX_BARS]
     running = before
     if not shown:
-        color = _DOWN if change < 0 else _UP
-        bars.append(
-            _Bar("Change", before, after, color, f"{_signed(change)} ({_pct(_rel(result))})")
-        )
+        note = f"{_signed(change)} ({_pct(_rel(result))})"
+        bars.append(Bar("Change", before, after, _DOWN if change < 0 else _UP, note, "Change"))
     for rc in shown:
         c = float(rc["contribution"])
         share = rc.get("share")
         note = _signed(c) + (f" ({share * 100:.0f}% of the change)" if _finite(share) else "")
-        label = _wrap(segment_label(rc.get("segment") or {}))
-        bars.append(_Bar(label, running, running + c, _DOWN if c < 0 else _UP, note))
+        name = segment_label(rc.get("segment") or {})
+        bars.append(Bar(name, running, running + c, _DOWN if c < 0 else _UP, note, _wrap(name)))
         running += c
     if shown:
         rest = after - running
@@ -416,11 +434,10 @@ def _waterfall_bars(result: dict[str, Any]) -> list[_Bar] | None:
             label += "\n(incl. an even shift)"
         if len(causes) > len(shown):
             label += f"\n(incl. {len(causes) - len(shown)} more root causes)"
-        bars.append(
-            _Bar(label, running, after, _DOWN_SOFT if rest < 0 else _UP_SOFT, _signed(rest))
-        )
+        color = _DOWN_SOFT if rest < 0 else _UP_SOFT
+        bars.append(Bar("Everything else", running, after, color, _signed(rest), label))
     note = f"{fmt(after)} ({_pct(_rel(result))})"
-    bars.append(_Bar(f"After\n{cl}", 0.0, after, _TOTAL, note, total=True))
+    bars.append(Bar("After", 0.0, after, _TOTAL, note, f"After\n{cl}", total=True))
     return bars
 
 
@@ -432,16 +449,22 @@ def _rel(result: dict[str, Any]) -> float | None:
     return (result.get("change") or {}).get("relative")
 
 
-def _floor(bars: list[_Bar]) -> tuple[float, bool]:
-    """Where total bars start: zero, unless the change is too small to see from zero."""
+def _floor(bars: list[Bar], significant: bool) -> tuple[float, bool]:
+    """Where the total bars start, and whether that is not zero.
+
+    Zero, unless a significant change would be too thin to see from zero (under a fifth of the
+    larger total): then the axis is cut just beyond the smallest value, and says so. A change
+    within the noise is always drawn from zero, so it looks as small as it is.
+    """
     ends = [v for b in bars for v in (b.start, b.end) if not (b.total and v == 0.0)]
     lo, hi = min(ends), max(ends)
-    if lo >= 0 and (hi == 0 or (hi - lo) / hi >= 0.2):
+    if not significant or lo <= 0 <= hi:
         return 0.0, False
-    if hi <= 0 and lo < 0 and (lo == 0 or (hi - lo) / -lo >= 0.2):
+    near, far = sorted((abs(lo), abs(hi)))
+    if (far - near) / far >= 0.2:
         return 0.0, False
-    span = (hi - lo) or abs(hi) or 1.0
-    return lo - 0.6 * span, True
+    pad = 0.6 * ((far - near) or far)
+    return (lo - pad, True) if lo > 0 else (hi + pad, True)
 
 
 def waterfall_png(result: dict[str, Any]) -> bytes | None:
@@ -449,25 +472,30 @@ def waterfall_png(result: dict[str, Any]) -> bytes | None:
 
     None when either period's value is missing (the chart would have nothing to stand on).
     """
-    bars = _waterfall_bars(result)
+    bars = waterfall_bars(result)
     if bars is None:
         return None
-    floor, zoomed = _floor(bars)
+    floor, zoomed = _floor(bars, bool((result.get("change") or {}).get("significant")))
     name = plain((result.get("metric") or {}).get("name") or result["metric"]["expression"], 60)
-    change = (result.get("change") or {}).get("absolute")
+    c = result.get("change") or {}
+    moved = f"{_signed(c.get('absolute'))} ({_pct(c.get('relative'))})"
+    if c.get("significant"):
+        headline = f"Why {name} moved: {moved}"
+    else:
+        headline = f"{name} moved {moved}: within the normal noise"
     with _canvas():
         from matplotlib.figure import Figure
 
         fig = Figure(figsize=(9.5, 1.9 + 0.62 * len(bars)), layout="constrained")
         ax = fig.add_subplot()
         ys = list(range(len(bars)))[::-1]
-        lo = min(floor, *(min(b.start, b.end) for b in bars))
-        hi = max(max(b.start, b.end) for b in bars)
-        for y, b in zip(ys, bars, strict=True):
-            start = floor if b.total else b.start
-            ax.barh(y, b.end - start, left=start, color=b.color, height=0.6, zorder=3)
+        drawn = [(floor if b.total else b.start, b.end) for b in bars]
+        lo = min(floor, *(min(d) for d in drawn))
+        hi = max(max(d) for d in drawn)
+        for y, b, (start, end) in zip(ys, bars, drawn, strict=True):
+            ax.barh(y, end - start, left=start, color=b.color, height=0.6, zorder=3)
             ax.text(
-                max(b.start, b.end) + (hi - lo) * 0.01,
+                max(start, end) + (hi - lo) * 0.01,
                 y,
                 b.note,
                 va="center",
@@ -488,20 +516,30 @@ def waterfall_png(result: dict[str, Any]) -> bytes | None:
         _number_axis(ax.xaxis)
         ax.set_xlabel(name + (" (axis does not start at zero)" if zoomed else ""))
         fig.suptitle(
-            f"Why {name} moved: {_signed(change)} ({_pct(_rel(result))})",
+            headline,
             x=0.01,
             ha="left",
             fontsize=13,
             fontweight="bold",
         )
         ax.set_title(
-            "Red bars pulled the metric down, green bars pushed it up;\n"
-            '"everything else" is the part of the change no named segment explains.',
+            _waterfall_caption(result),
             loc="left",
             fontsize=8.5,
             color="#555555",
         )
         return _png(fig)
+
+
+def _waterfall_caption(result: dict[str, Any]) -> str:
+    if result.get("root_causes"):
+        return (
+            "Red bars pulled the metric down, green bars pushed it up;\n"
+            '"everything else" is the part of the change no named segment explains.'
+        )
+    if (result.get("change") or {}).get("significant"):
+        return "No single segment stands out: the change is spread across the data."
+    return "The change is within the normal noise, so no segment is named."
 
 
 def _positions(s: DailySeries) -> tuple[list[int], list[int], bool]:
@@ -549,7 +587,14 @@ def timeseries_png(series: list[DailySeries], result: dict[str, Any]) -> bytes |
 
         handles.append(Line2D([], [], color=_BEFORE_LINE, ls=":", lw=1.2))
         texts.append(f"dotted: {level}")
-        fig.legend(handles, texts, loc="outside lower center", ncols=3, fontsize=8, frameon=False)
+        if any(not all(p.present or []) for s in series for p in (s.baseline, s.comparison)):
+            hollow = Line2D([], [], color=_BEFORE_LINE, marker="o", ms=5, ls="", mfc="white")
+            handles.append(hollow)
+            texts.append("hollow: no rows that day")
+        ncols = len(handles)
+        fig.legend(
+            handles, texts, loc="outside lower center", ncols=ncols, fontsize=8, frameon=False
+        )
         return _png(fig)
 
 
@@ -561,10 +606,19 @@ def _panel(ax: Any, s: DailySeries, name: str) -> None:
         level_b, level_c = before, after  # the period's own value is its level
     else:
         level_b, level_c = _mean(vb), _mean(vc)  # the average day
-    color = _DOWN if level_b is not None and level_c is not None and level_c < level_b else _UP
+    color = _TOTAL
+    if level_b is not None and level_c is not None and level_c != level_b:
+        color = _DOWN if level_c < level_b else _UP
     b_label, c_label = plain(s.baseline.label, 30), plain(s.comparison.label, 30)
     ax.plot(xb, _nan(vb), color=_BEFORE_LINE, lw=2, marker="o", ms=3, label=f"Before ({b_label})")
     ax.plot(xc, _nan(vc), color=color, lw=2, marker="o", ms=3, label=f"After ({c_label})")
+    for xs, p, c in ((xb, s.baseline, _BEFORE_LINE), (xc, s.comparison, color)):
+        empty = [
+            (x, v) for x, v, here in zip(xs, p.values, p.present or [], strict=False) if not here
+        ]
+        if empty:
+            ex, ey = zip(*empty, strict=True)
+            ax.plot(ex, _nan(list(ey)), ls="", marker="o", ms=5, mfc="white", mec=c, zorder=4)
     for xs, level, c in ((xb, level_b, _BEFORE_LINE), (xc, level_c, color)):
         if level is not None:
             ax.hlines(level, xs[0] - 0.3, xs[-1] + 0.3, colors=c, linestyles=":", lw=1.2)
