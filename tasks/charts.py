@@ -76,14 +76,19 @@ class DailySeries:
     grain: str | None
     baseline: Period
     comparison: Period
+    additive: bool = True
+    """Whether the days add back up to the period's value: False for a distinct count (alone or
+    in a ratio) without a daily grain, since one value can appear on several days."""
 
     def period_value(self, which: str) -> float | None:
-        """The period's metric recomputed from its days, as the engine defines it.
+        """The period's metric recomputed from its days, as the engine defines it; None when the
+        days cannot rebuild it (see ``additive``).
 
         Sums and counts add up over days; ratios are total numerator over total denominator;
-        a daily-grain metric is the average day. A distinct count without a daily grain cannot
-        be rebuilt from days (the same value can appear on several days): None.
+        a daily-grain metric is the average day.
         """
+        if not self.additive:
+            return None
         p: Period = getattr(self, which)
         n = math.fsum(p.numerator)
         if p.denominator is not None:
@@ -91,8 +96,6 @@ class DailySeries:
             return n / d if d else None
         if self.grain == "day":
             return n / len(p.days) if p.days else None
-        if self.kind == "distinct":
-            return None
         return n
 
 
@@ -184,6 +187,7 @@ class _DayQuery:
         self.measures += [rows] if rows not in self.measures else []
         col = ctx.schema.column(shape.table, shape.time_column, field_name="time_column")
         self.timestamp = col.kind == "timestamp"
+        self.distinct = any(m["agg"] == "count_distinct" for m in (self.num, self.den) if m)
 
     def period(self, label: str, span: tuple[date, date], filters: list[dict[str, Any]]) -> Period:
         days = _days(*span)
@@ -283,6 +287,7 @@ def daily_series(result: dict[str, Any], db: Path, *, top: int = TOP_SERIES) -> 
                 grain=m.get("grain"),
                 baseline=q.period(labels[0], shape.baseline, filters),
                 comparison=q.period(labels[1], shape.comparison, filters),
+                additive=m.get("grain") == "day" or not q.distinct,
             )
             for label, seg, filters in wanted
         ]

@@ -115,10 +115,10 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     got: dict[str, dict[str, Any]] = {}
     for name, (_, out, db) in procs.items():  # timed once every investigation has finished
         result = json.loads((out / "result.json").read_text(encoding="utf-8"))
-        start = time.perf_counter()
+        start = time.process_time()
         paths = write_report_files(result, out, db)
-        elapsed = time.perf_counter() - start
-        got[name] = {"result": result, "out": out, "db": db, "paths": paths, "seconds": elapsed}
+        cpu = time.process_time() - start
+        got[name] = {"result": result, "out": out, "db": db, "paths": paths, "cpu_seconds": cpu}
     return got
 
 
@@ -227,8 +227,9 @@ def test_charts_are_deterministic_and_carry_no_metadata(
 
 
 def test_chart_generation_is_fast(demo: dict[str, Any]) -> None:
-    # The first call in the process pays for importing matplotlib; the demo stays under 1.5 s.
-    assert demo["seconds"] < 1.5, demo["seconds"]
+    # The first call in the process, importing matplotlib included, stays under 1.5 s. CPU time,
+    # not wall time, so that other work on the machine does not make the test flaky.
+    assert demo["cpu_seconds"] < 1.5, demo["cpu_seconds"]
 
 
 def test_waterfall_walks_from_before_to_after_through_the_root_causes(
@@ -493,6 +494,13 @@ def test_hostile_text_renders_escaped(demo: dict[str, Any], tmp_path: Path) -> N
     assert "![x](hxxps://attacker.example) &lt;script&gt;alert(2)&lt;/script&gt;" in page
     assert "&lt;/code&gt;&lt;/pre&gt;&lt;script&gt;alert(5)&lt;/script&gt;" in page
     assert "jxxxxxxxxt:alert(4)" in page and "www[.]attacker.example" in page
+    past = page.split("<h2>Similar past investigations</h2>", 1)[1].split("</ul>", 1)[0]
+    assert "&lt;b onmouseover=alert(6)&gt;rev&lt;/b&gt;, ![p](hxxp://attacker.example)" in past
+    assert "(similarity 0.90, run <code>inv-1&lt;/code&gt;&lt;script&gt;</code>)" in past
+    assert (
+        "<li>see hxxps://attacker.example/notes &lt;script&gt;alert(7)&lt;/script&gt;</li>" in page
+    )
+    assert "<b>null spike</b> (warning): &lt;style&gt;body{display:none}&lt;/style&gt;" in page
     # The hostile segment was queried as a value (it matches no rows), never as SQL.
     top = daily_series(r, demo["db"])[1]
     assert top.segment["platform"] == IMG
