@@ -16,7 +16,7 @@ import textwrap
 import unicodedata
 import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import date, timedelta
 from io import BytesIO
@@ -253,8 +253,11 @@ def top_root_causes(result: dict[str, Any], n: int = TOP_SERIES) -> list[dict[st
     return sorted(causes, key=lambda s: -abs(s.get("contribution") or 0.0))[:n]
 
 
-def daily_series(result: dict[str, Any], db: Path, *, top: int = TOP_SERIES) -> list[DailySeries]:
-    """The metric per day for everything and the top root causes, both periods.
+def daily_series(
+    result: dict[str, Any], db: Path, *, top: int = TOP_SERIES, ctx: ToolContext | None = None
+) -> list[DailySeries]:
+    """The metric per day for everything and the top root causes, both periods (on ``ctx``
+    when given, else on a read-only context of its own).
 
     Empty when the question compares period labels rather than date ranges, or when a period is
     longer than the chart can show. Every number comes from a ``metric_aggregate`` call.
@@ -266,7 +269,7 @@ def daily_series(result: dict[str, Any], db: Path, *, top: int = TOP_SERIES) -> 
     if shape is None:
         return []
     longest = max((s[1] - s[0]).days + 1 for s in (shape.baseline, shape.comparison))
-    with ToolContext(db) as ctx:
+    with nullcontext(ctx) if ctx is not None else ToolContext(db) as ctx:
         q = _DayQuery(ctx, result, shape)
         if longest > (MAX_TIMESTAMP_DAYS if q.timestamp else MAX_DAYS):
             return []

@@ -51,16 +51,24 @@ def question_of(ctx: ToolContext, qargs: dict[str, Any]) -> Question:
     return build_question(ctx.schema, **args)
 
 
+def shared_context(db: str | Path) -> ToolContext:
+    """The process's read-only context on ``db`` (opened on first use, closed by ``release``)."""
+    path = str(Path(db).resolve())
+    with _LOCK:
+        ctx = _CONTEXTS.get(path)
+        if ctx is None:
+            ctx = _CONTEXTS[path] = ToolContext(path)
+        return ctx
+
+
 def open_analysis(
     db: str | Path, qargs: dict[str, Any], data: str
 ) -> tuple[ToolContext, Question, Analysis]:
     """The shared context, the question and the engine's analysis (computed once per process)."""
     path = str(Path(db).resolve())
     key = (path, json.dumps(qargs, sort_keys=True, default=str), data)
+    ctx = shared_context(path)
     with _LOCK:
-        ctx = _CONTEXTS.get(path)
-        if ctx is None:
-            ctx = _CONTEXTS[path] = ToolContext(path)
         if key not in _ANALYSES:
             q = question_of(ctx, qargs)
             _ANALYSES[key] = (q, analyze(ctx, q))

@@ -1,4 +1,4 @@
-"""Report: result.json, report.md, the evidence ledger files (and the HTML report with charts).
+"""Report: result.json, report.md, report.html with its charts, and the evidence ledger files.
 
 ``result.json`` is written last, through a temporary file renamed into place: when it exists,
 every other output is complete, and a crash never leaves a half-written one.
@@ -13,8 +13,10 @@ from typing import Any
 from tasks._prefect import lazy_task
 from tasks.agent.ledger import Ledger
 from tasks.agent.models import LedgerEntry
+from tasks.decompose import shared_context
 from tasks.engine.report import render
 from tasks.engine.result import Explanation
+from tasks.report_files import charts_markdown, write_report_files
 
 
 def write_report(
@@ -25,6 +27,8 @@ def write_report(
     folder.mkdir(parents=True, exist_ok=True)
     explanation = Explanation.model_validate(result)
     report_md = render(explanation, db=db)
+    charts = write_report_files(result, folder, Path(db), shared_context(db))  # html, charts
+    report_md = report_md.rstrip() + "\n\n" + charts_markdown(charts) if charts else report_md
     (folder / "report.md").write_text(report_md, encoding="utf-8")
     ledger = Ledger()
     ledger.entries = [LedgerEntry.model_validate(e) for e in entries]
@@ -33,7 +37,7 @@ def write_report(
     tmp = folder / "result.json.tmp"  # last: a result.json means every output is there
     tmp.write_text(json.dumps(result, indent=2, default=str), encoding="utf-8")
     tmp.replace(folder / "result.json")
-    paths = [folder / "result.json", folder / "report.md", folder / "evidence.jsonl"]
+    paths = [folder / "result.json", folder / "report.md", folder / "evidence.jsonl", *charts]
     return {"paths": [str(p) for p in paths], "report_md": report_md}
 
 

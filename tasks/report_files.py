@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from sql_tools._context import ToolContext
 from sql_tools._errors import SqlToolError
 from tasks.charts import (
     TIMESERIES,
@@ -43,8 +44,11 @@ CHARTS: dict[str, str] = {
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 
 
-def write_report_files(result: dict[str, Any], out: Path, db: Path) -> list[Path]:
-    """Write ``out/charts/*.png`` and ``out/report.html``; return the paths written.
+def write_report_files(
+    result: dict[str, Any], out: Path, db: Path, ctx: ToolContext | None = None
+) -> list[Path]:
+    """Write ``out/charts/*.png`` and ``out/report.html``; return the paths written (the per-day
+    numbers are read on ``ctx`` when given, else on a read-only context of its own).
 
     Pieces that cannot be drawn are left out: no waterfall without both period values, no
     per-day chart for period-label questions or when the database cannot be read.
@@ -57,7 +61,7 @@ def write_report_files(result: dict[str, Any], out: Path, db: Path) -> list[Path
     if png is not None:
         images[WATERFALL] = png
     try:
-        series = daily_series(result, db)
+        series = daily_series(result, db, ctx=ctx)
     except SqlToolError as exc:
         series = []
         notes.append(f"No per-day chart: the data could not be read ({exc.message}).")

@@ -56,7 +56,21 @@ def _task_states(flow_run_id) -> dict[str, list[str]]:
     return out
 
 
-def test_flow_run_completes_with_artifacts(harness, tmp_path, capfd):
+def _run_logs(flow_run_id) -> list[str]:
+    """The messages the run sent to the Prefect API (what the UI shows)."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+    from prefect.logging.handlers import APILogHandler
+
+    APILogHandler().flush()
+    with get_client(sync_client=True) as client:
+        logs = client.read_logs(
+            log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id]))
+        )
+    return [log.message for log in logs]
+
+
+def test_flow_run_completes_with_artifacts(harness, tmp_path):
     from prefect.client.orchestration import get_client
 
     from flows.investigate import investigate
@@ -77,8 +91,8 @@ def test_flow_run_completes_with_artifacts(harness, tmp_path, capfd):
     assert keys.get("investigation-progress") == "progress"
     states = _task_states(state.state_details.flow_run_id)
     assert len(states["investigate-hypothesis"]) == len(summary["hypotheses"])
-    logged = capfd.readouterr().err
-    assert "h1 q-1 metric_compare_periods" in logged, "tool calls go through the run logger"
+    logged = _run_logs(state.state_details.flow_run_id)
+    assert any("h1 q-1 metric_compare_periods" in m for m in logged), "tool calls are logged"
 
 
 def test_crashed_run_resumes_from_the_cache(harness, tmp_path, monkeypatch):
