@@ -152,6 +152,10 @@ def test_nothing_moved_stays_quiet(prefect_harness, tmp_path):
     assert _subflows(run_id) == []
     assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["metrics"]
     assert "Nothing moved" in _summary_artifact(run_id)
+    # the same week again: skipped, unless forced
+    again = dict(metrics_file=str(metrics_file), as_of=date(2024, 4, 2), out=str(out))
+    assert _run(**again)[1]["status"] == "skipped"
+    assert _run(**again, force=True)[1]["status"] == "reviewed"
 
 
 def test_a_failed_investigation_fails_the_review_and_leaves_the_week_open(
