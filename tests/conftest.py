@@ -76,4 +76,4 @@ def ctx(shop_db: Path) -> Iterator[object]:
         yield c
 
 
-pytest_plugins = ["tests.conftest_pg", "tests.store_fixtures"]
+pytest_plugins = ["tests.conftest_pg", "tests.store_fixtures", "tests.prefect_harness"]

@@ -1,0 +1,289 @@
+"""The weekly review: measures every metric of metrics.yaml, investigates only what moved, skips
+weeks without new data and weeks already reviewed.
+
+Flow runs go through a temporary Prefect server (``prefect_harness``); the investigations are
+remembered in the session's test store (tests/conftest.py)."""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import pytest
+import yaml
+
+from flows.weekly_review import (
+    ReviewConfig,
+    measurement,
+    read_review,
+    render_summary,
+    review_periods,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "metrics.yaml"
+NOISE = ROOT / "data" / "scenarios" / "pure_noise"
+IOS_52 = {"platform": "ios", "app_version": "5.2"}
+
+
+def _run(**kwargs: Any) -> tuple[UUID, dict[str, Any]]:
+    """Run the flow; its flow run id and its summary."""
+    from flows.weekly_review import weekly_review
+
+    state = weekly_review(offline=True, return_state=True, **kwargs)
+    assert state.is_completed(), state.message
+    return state.state_details.flow_run_id, state.result()
+
+
+def _subflows(run_id: UUID) -> list[Any]:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlowRunId
+
+    with get_client(sync_client=True) as client:
+        flt = FlowRunFilter(parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[run_id]))
+        return client.read_flow_runs(flow_run_filter=flt)
+
+
+def _summary_artifact(run_id: UUID) -> str:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import (
+        ArtifactFilter,
+        ArtifactFilterFlowRunId,
+        ArtifactFilterKey,
+    )
+
+    with get_client(sync_client=True) as client:
+        found = client.read_artifacts(
+            artifact_filter=ArtifactFilter(
+                key=ArtifactFilterKey(any_=["weekly-review"]),
+                flow_run_id=ArtifactFilterFlowRunId(any_=[run_id]),
+            )
+        )
+    assert len(found) == 1
+    return found[0].data
+
+
+@pytest.fixture(scope="module")
+def demo_review(prefect_harness: None, tmp_path_factory: pytest.TempPathFactory):
+    """The example metrics.yaml on the demo data, as of Monday 2024-04-01."""
+    out = tmp_path_factory.mktemp("weekly") / "runs"
+    run_id, summary = _run(metrics_file=str(EXAMPLE), as_of=date(2024, 4, 1), out=str(out))
+    return out, run_id, summary
+
+
+# --------------------------------------------------------------------------------------------
+# Through Prefect
+# --------------------------------------------------------------------------------------------
+
+
+def test_demo_week_investigates_revenue_only(demo_review):
+    out, run_id, summary = demo_review
+    assert summary["status"] == "reviewed"
+    assert (summary["baseline"], summary["comparison"]) == (
+        "2024-03-18:2024-03-24",
+        "2024-03-25:2024-03-31",
+    )
+    rows = {r["metric"]: r for r in summary["metrics"]}
+    assert list(rows) == ["revenue", "sessions", "active_users"]
+    assert summary["moved"] == ["revenue"]
+    assert rows["revenue"]["change"]["relative"] == pytest.approx(-0.215, abs=0.001)
+    assert not rows["sessions"]["moved"] and not rows["active_users"]["moved"]
+    assert "investigation" not in rows["sessions"]
+
+    inv = rows["revenue"]["investigation"]
+    assert inv["state"] == "COMPLETED"
+    assert Path(inv["out"]) == out / "revenue" / "2024-03-25"
+    assert inv["root_causes"] == [IOS_52]
+    result = json.loads((Path(inv["out"]) / "result.json").read_text())
+    assert [c["segment"] for c in result["root_causes"]] == [IOS_52]
+    assert result["metric"]["name"] == "revenue"
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["metrics", "revenue"]
+
+    subflows = _subflows(run_id)
+    assert [str(f.id) for f in subflows] == [inv["flow_run_id"]]
+    assert subflows[0].state.is_completed()
+    assert inv["flow_run_url"].endswith(f"/runs/flow-run/{inv['flow_run_id']}")
+
+    md = _summary_artifact(run_id)
+    assert "1 of 3 metrics moved" in md
+    assert "| revenue |" in md and "yes: significant" in md and "-21.5%" in md
+    assert inv["flow_run_url"] in md and "platform = ios, app\\_version = 5.2" in md
+    state = json.loads((out / "weekly-review-state.json").read_text())
+    assert state["last_reviewed"] == "2024-03-25"
+    assert state["reviewed"]["2024-03-25"]["moved"] == ["revenue"]
+
+
+def test_same_week_again_is_skipped(demo_review):
+    out, _, _ = demo_review
+    run_id, summary = _run(metrics_file=str(EXAMPLE), as_of=date(2024, 4, 3), out=str(out))
+    assert summary["status"] == "skipped"
+    assert summary["reason"] == "week 2024-03-25 was already reviewed on this data"
+    assert summary["metrics"] == [] and _subflows(run_id) == []
+    assert "Skipped: week 2024-03-25 was already reviewed" in _summary_artifact(run_id)
+
+
+def test_week_without_data_is_skipped(prefect_harness, tmp_path):
+    run_id, summary = _run(metrics_file=str(EXAMPLE), as_of=date(2024, 5, 1), out=str(tmp_path))
+    assert summary["status"] == "skipped"
+    assert summary["comparison"] == "2024-04-22:2024-04-28"
+    assert summary["reason"] == (
+        "no new data: the data ends on 2024-03-31, before the end of the week under review "
+        "(2024-04-28)"
+    )
+    assert _subflows(run_id) == []
+    assert not (tmp_path / "weekly-review-state.json").exists()
+
+
+def test_nothing_moved_stays_quiet(prefect_harness, tmp_path):
+    doc = yaml.safe_load(EXAMPLE.read_text())
+    doc["review"]["data"] = [str(NOISE / "events.csv.gz"), str(NOISE / "users.csv")]
+    metrics_file = tmp_path / "metrics.yaml"
+    metrics_file.write_text(yaml.safe_dump(doc))
+    out = tmp_path / "runs"
+    run_id, summary = _run(metrics_file=str(metrics_file), as_of=date(2024, 4, 1), out=str(out))
+    assert summary["status"] == "reviewed" and summary["moved"] == []
+    assert [r["moved"] for r in summary["metrics"]] == [False, False, False]
+    # sessions moved beyond the noise, but by less than 1%: under the 5% threshold
+    sessions = summary["metrics"][1]
+    assert sessions["change"]["significant"] and sessions["reason"] == "significant but under 5%"
+    assert _subflows(run_id) == []
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["metrics"]
+    assert "Nothing moved" in _summary_artifact(run_id)
+    # the same week again: skipped, unless forced
+    again = dict(metrics_file=str(metrics_file), as_of=date(2024, 4, 2), out=str(out))
+    assert _run(**again)[1]["status"] == "skipped"
+    assert _run(**again, force=True)[1]["status"] == "reviewed"
+
+
+def test_a_failed_investigation_fails_the_review_and_leaves_the_week_open(
+    prefect_harness, tmp_path, monkeypatch
+):
+    from prefect import flow
+
+    import flows.investigate
+    from flows.weekly_review import weekly_review
+
+    @flow(name="investigate")
+    def broken(**kwargs: Any) -> dict[str, Any]:
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(flows.investigate, "investigate", broken)
+    state = weekly_review(
+        metrics_file=str(EXAMPLE), as_of=date(2024, 4, 1), out=str(tmp_path), offline=True,
+        return_state=True,
+    )  # fmt: skip
+    assert state.is_failed()
+    assert "investigation of revenue failed" in state.message
+    [sub] = _subflows(state.state_details.flow_run_id)
+    assert sub.state.is_failed()
+    md = _summary_artifact(state.state_details.flow_run_id)
+    assert "flow run](" in md and "failed" in md and "disk full" in md
+    assert not (tmp_path / "weekly-review-state.json").exists()
+
+
+# --------------------------------------------------------------------------------------------
+# Plain functions
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("as_of", "days", "baseline", "comparison"),
+    [
+        ("2024-04-01", 7, ("2024-03-18", "2024-03-24"), ("2024-03-25", "2024-03-31")),  # Monday
+        ("2024-04-07", 7, ("2024-03-18", "2024-03-24"), ("2024-03-25", "2024-03-31")),  # Sunday
+        ("2024-04-08", 7, ("2024-03-25", "2024-03-31"), ("2024-04-01", "2024-04-07")),
+        ("2024-04-01", 14, ("2024-03-04", "2024-03-17"), ("2024-03-18", "2024-03-31")),
+        ("2024-04-01", 1, ("2024-03-30", "2024-03-30"), ("2024-03-31", "2024-03-31")),
+    ],
+)
+def test_periods_end_on_the_last_sunday_before_as_of(as_of, days, baseline, comparison):
+    got = review_periods(date.fromisoformat(as_of), ReviewConfig(data=["x"], period_days=days))
+    assert [tuple(d.isoformat() for d in p) for p in got] == [baseline, comparison]
+
+
+def test_example_metrics_file(tmp_path):
+    review = read_review(EXAMPLE, tmp_path)
+    assert review.metrics == ["revenue", "sessions", "active_users"]
+    assert review.data == [str(ROOT / "data/demo/events.csv"), str(ROOT / "data/demo/users.csv")]
+    assert review.config.min_relative_change == 0.05 and review.config.period_days == 7
+    # the metrics section alone, in the format --metric NAME --metrics-file reads
+    only = yaml.safe_load(Path(review.metrics_only_file).read_text())
+    assert only == {"metrics": yaml.safe_load(EXAMPLE.read_text())["metrics"]}
+    assert read_review(EXAMPLE, tmp_path, period_days=14).config.period_days == 14
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("metrics:\n  r: {expression: sum(revenue)}\n", "expected two top-level keys"),
+        ("metrics:\n  r: {expression: sum(revenue)}\nreview: {}\n", "review.data: Field required"),
+        (
+            "metrics:\n  r: {expression: sum(revenue)}\nreview: {data: [a.csv], alpah: 0.1}\n",
+            "review.alpah: Extra inputs are not permitted",
+        ),
+        (
+            "metrics:\n  r: {expression: sum(revenue)}\nreview: {data: [a.csv], metrics: [x]}\n",
+            "review.metrics names 'x'; the metrics are 'r'",
+        ),
+        (
+            "metrics:\n  r: {expression: sum(revenue) +}\nreview: {data: [a.csv]}\n",
+            "metric 'r': invalid metric",
+        ),
+        ("metrics: [unclosed\n", "invalid YAML"),
+    ],
+)
+def test_bad_metrics_files(tmp_path, text, fragment):
+    path = tmp_path / "metrics.yaml"
+    path.write_text(text)
+    with pytest.raises(ValueError) as err:
+        read_review(path, tmp_path / "out")
+    assert str(path) in str(err.value) and fragment in str(err.value)
+    assert "out/metrics" not in str(err.value)
+
+
+def _explained(relative: float | None, p: float | None) -> dict[str, Any]:
+    change = {"absolute": -1.0, "relative": relative, "significant": p is not None and p < 0.05}
+    return {
+        "metric": {"expression": "sum(x)"},
+        "baseline": {"value": 10.0},
+        "comparison": {"value": 9.0},
+        "change": {**change, "p_value": p},
+    }
+
+
+@pytest.mark.parametrize(
+    ("relative", "p", "moved", "reason"),
+    [
+        (-0.2, 0.001, True, "significant and beyond the threshold"),
+        (0.2, 0.3, False, "within the noise"),
+        (-0.01, 0.001, False, "significant but under 5%"),
+        (None, 0.001, True, "significant and beyond the threshold"),  # from zero
+        (-0.2, None, False, "within the noise"),
+    ],
+)
+def test_only_significant_moves_beyond_the_threshold_are_investigated(relative, p, moved, reason):
+    got = measurement(_explained(relative, p), ReviewConfig(data=["x"]))
+    assert (got["moved"], got["reason"]) == (moved, reason)
+    strict = measurement(_explained(relative, p), ReviewConfig(data=["x"], alpha=0.0001))
+    assert not strict["moved"]
+
+
+def test_summary_escapes_data_text():
+    summary = {
+        "status": "reviewed", "week": "2024-03-25", "baseline": "a", "comparison": "b",
+        "thresholds": {"min_relative_change": 0.05, "alpha": 0.05},
+        "metrics": [{
+            "metric": "revenue", "baseline": 1.0, "comparison": 2.0, "moved": True,
+            "reason": "significant and beyond the threshold",
+            "change": {"relative": 1.0, "p_value": 0.001},
+            "investigation": {
+                "out": "o", "flow_run_url": None, "state": "COMPLETED",
+                "root_causes": [{"country": "[x](https://evil.example)"}],
+            },
+        }],
+    }  # fmt: skip
+    md = render_summary(summary)
+    assert "](https" not in md and "hxxps" in md and "country = \\[x\\]" in md
