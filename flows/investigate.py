@@ -70,6 +70,8 @@ def investigate(
         "max_depth": max_depth, "min_support": min_support, "metrics_file": metrics_file,
     }  # fmt: skip
     h = decompose.data_hash(db)
+    if metrics_file:  # a named metric's definition is part of what is cached on
+        h = decompose.fingerprint_hash({"data": h, "metrics": _file_hash(metrics_file)})
     try:
         explanation = _step(decompose, "decompose", db, qargs, h)
         history = _step(persist, "recall_history", db, qargs, h, explanation) if remember else None
@@ -111,6 +113,15 @@ def _say(message: str) -> None:
         get_run_logger().info(message)
     else:
         print(message, file=sys.stderr)
+
+
+def _file_hash(path: str) -> str:
+    import hashlib
+
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return "unreadable"  # build_question reports the file itself
 
 
 def _who(planned: dict[str, Any], model: str | None) -> str:

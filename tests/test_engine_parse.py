@@ -610,9 +610,9 @@ def test_named_metric_table_conflict_and_bad_columns(demo, metrics_file, tmp_pat
     ("text", "fragment"),
     [
         ("metrics: [unclosed\n", "invalid YAML at line 2"),
-        ("", "expected a mapping with one top-level key 'metrics'"),
-        ("- revenue\n", "expected a mapping with one top-level key 'metrics'"),
-        ("metrics: {}\nextra: 1\n", "expected a mapping with one top-level key 'metrics'"),
+        ("", "expected a mapping with a 'metrics' key (and optionally 'review')"),
+        ("- revenue\n", "expected a mapping with a 'metrics' key (and optionally 'review')"),
+        ("metrics: {}\nextra: 1\n", "expected a mapping with a 'metrics' key (and optionally 'review')"),
         ("metrics: [a, b]\n", "'metrics' must be a non-empty mapping"),
         ("metrics:\n  rev: sum(revenue)\n", "metric 'rev' must be a mapping"),
         ("metrics:\n  my rev:\n    expression: sum(revenue)\n", "metric name 'my rev'"),
@@ -658,3 +658,11 @@ def test_missing_and_unreadable_metrics_files(tmp_path):
     latin.write_bytes("metrics:\n  caf\xe9: {}\n".encode("latin-1"))
     err = _error(load_metrics, latin)
     assert "latin.yaml" in err.message and "cannot read" in err.message
+
+
+def test_metrics_file_may_carry_the_weekly_review_section(tmp_path):
+    from tasks.engine.parse import load_metrics
+
+    f = tmp_path / "metrics.yaml"
+    f.write_text("metrics:\n  revenue:\n    expression: sum(revenue)\nreview:\n  data: [x.csv]\n")
+    assert list(load_metrics(f)) == ["revenue"]

@@ -130,6 +130,10 @@ class Session:
         if inp.status == "confirmed" and not self.gate.accepted(self.h.id):
             inp = inp.model_copy(update={"status": "inconclusive", "confidence": "low"})
             self.verdict_note = "confirmed without an accepted finding: recorded as inconclusive"
+        failed = [e for e in inp.evidence if self.ledger.get(e).is_error]  # type: ignore[union-attr]
+        if inp.status != "inconclusive" and inp.evidence and len(failed) == len(inp.evidence):
+            inp = inp.model_copy(update={"status": "inconclusive", "confidence": "low"})
+            self.verdict_note = "its only evidence returned errors: recorded as inconclusive"
         if inp.status == "ruled_out" and not inp.evidence:
             inp = inp.model_copy(update={"status": "inconclusive", "confidence": "low"})
             self.verdict_note = "ruled out without evidence: recorded as inconclusive"

@@ -877,8 +877,9 @@ def load_metrics(path: Path) -> dict[str, MetricDef]:
     """
     path = Path(path)
     doc = _read_yaml(path)
-    if not isinstance(doc, dict) or set(doc) != {"metrics"}:
-        raise _file_error(path, "expected a mapping with one top-level key 'metrics'")
+    if not isinstance(doc, dict) or "metrics" not in doc or set(doc) - {"metrics", "review"}:
+        # 'review' is the weekly review's section of the same file
+        raise _file_error(path, "expected a mapping with a 'metrics' key (and optionally 'review')")
     metrics = doc["metrics"]
     if not isinstance(metrics, dict) or not metrics:
         raise _file_error(path, "'metrics' must be a non-empty mapping of name -> definition")
