@@ -62,6 +62,16 @@ def test_second_investigation_cites_the_first(tmp_path):
               "--table", "events", *QUESTION, "--out", str(tmp_path / "again"))  # fmt: skip
     lines = drilldown(store, "history", "ios app release revenue fell").stdout.splitlines()
     assert len(lines) == 2
+    import duckdb
+
+    con = duckdb.connect(str(store), read_only=True)
+    try:  # every stored tool call keeps the digest of its result
+        rows, missing = con.execute(
+            "select count(*), count(*) filter (where result_digest is null) from evidence"
+        ).fetchone()
+    finally:
+        con.close()
+    assert rows > 0 and missing == 0
     assert all("platform=ios, app_version=5.2" in line for line in lines)
 
 

@@ -152,7 +152,7 @@ def record_rows(record: InvestigationRecord) -> Rows:
             "arguments": e.get("arguments"),
             "sql": _text(e.get("sql")),
             "params": e.get("params"),
-            "result_digest": _text(e.get("result_digest")),
+            "result_digest": _text(e.get("digest")),  # the ledger entry's field
             "elapsed_ms": _float(e.get("elapsed_ms")),
             "tokens": _int(e.get("tokens")),
             "details": e,
