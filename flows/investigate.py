@@ -69,12 +69,12 @@ def investigate(
         "grain": grain, "dimensions": dimensions, "filters": filters or [],
         "max_depth": max_depth, "min_support": min_support, "metrics_file": metrics_file,
     }  # fmt: skip
-    h = decompose.data_hash(db)
-    if metrics_file:  # a named metric's definition is part of what is cached on
-        h = decompose.fingerprint_hash({"data": h, "metrics": _file_hash(metrics_file)})
     try:
+        h = decompose.data_hash(db)
+        if metrics_file:  # a named metric's definition is part of what is cached on
+            h = decompose.fingerprint_hash({"data": h, "metrics": _file_hash(metrics_file)})
         explanation = _step(decompose, "decompose", db, qargs, h)
-        history = _step(persist, "recall_history", db, qargs, h, explanation) if remember else None
+        history = _step(persist, "recall_history", db, qargs, explanation) if remember else None
         if history and history.get("warning"):
             _say(f"warning: {history['warning']}")
         elif history and history["similar"]:
@@ -83,13 +83,13 @@ def investigate(
         _say(f"investigating {len(planned['planned'])} hypotheses ({_who(planned, model)})")
         runs = _map_hypotheses(db, qargs, h, planned["planned"], offline, model)
         result = _assemble(explanation, planned, runs, history, model)
-        result["findings"] = _step(gate, "verify_findings", db, qargs, h, result["findings"])
+        result["findings"] = _step(gate, "verify_findings", db, qargs, result["findings"])
         entries = [e for r in runs for e in r["entries"]]
         written = _step(report, "write_report", out, db, result, entries)
         _artifacts(written["report_md"], result)
         saved = None
         if remember:
-            saved = _step(persist, "remember", db, qargs, h, result, entries, written["report_md"])
+            saved = _step(persist, "remember", db, qargs, result, entries, written["report_md"])
             if saved.get("warning"):
                 _say(f"warning: {saved['warning']}")
     finally:
@@ -179,8 +179,7 @@ def _map_hypotheses(
     model: str | None,
 ) -> list[dict[str, Any]]:  # fmt: skip
     """Every hypothesis investigated, concurrently; progress reported as each one completes."""
-    total = len(items)
-    tracker = _Tracker(total)
+    tracker = _Tracker(len(items))
     if _in_flow():
         from prefect.futures import as_completed
         from prefect.utilities.annotations import unmapped
@@ -189,30 +188,28 @@ def _map_hypotheses(
         futures = task.map(
             unmapped(db), unmapped(qargs), unmapped(h), items, unmapped(offline), unmapped(model)
         )
-        done: dict[int, dict[str, Any]] = {}
-        for fut in as_completed(futures):
-            i = futures.index(fut)
-            try:
-                done[i] = fut.result()
-            except Exception as exc:  # one failed hypothesis never loses the others
-                done[i] = investigate_mod.unavailable(items[i], f"{type(exc).__name__}: {exc}")
-            tracker.done(done[i])
-        return [done[i] for i in range(total)]
-    workers = 1 if offline else 4
-    with cf.ThreadPoolExecutor(max_workers=workers) as pool:
+        return _collect(futures, as_completed(futures), items, tracker)
+    with cf.ThreadPoolExecutor(max_workers=1 if offline else 4) as pool:
         futures = [
             pool.submit(investigate_mod.investigate_hypothesis, db, qargs, h, it, offline, model)
             for it in items
         ]
-        results: dict[int, dict[str, Any]] = {}
-        for fut in cf.as_completed(futures):
-            i = futures.index(fut)
-            try:
-                results[i] = fut.result()
-            except Exception as exc:  # one failed hypothesis never loses the others
-                results[i] = investigate_mod.unavailable(items[i], f"{type(exc).__name__}: {exc}")
-            tracker.done(results[i])
-        return [results[i] for i in range(total)]
+        return _collect(futures, cf.as_completed(futures), items, tracker)
+
+
+def _collect(
+    futures: list[Any], completed: Any, items: list[dict[str, Any]], tracker: _Tracker
+) -> list[dict[str, Any]]:
+    """Results in the hypotheses' order, taken as they complete (Prefect or thread futures)."""
+    done: dict[int, dict[str, Any]] = {}
+    for fut in completed:
+        i = futures.index(fut)
+        try:
+            done[i] = fut.result()
+        except Exception as exc:  # one failed hypothesis never loses the others
+            done[i] = investigate_mod.unavailable(items[i], f"{type(exc).__name__}: {exc}")
+        tracker.done(done[i])
+    return [done[i] for i in range(len(items))]
 
 
 class _Tracker:

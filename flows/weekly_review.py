@@ -73,8 +73,8 @@ def weekly_review(
     summary = _summary(review, baseline, comparison, out)
     db = str(Path(out) / "data.duckdb")
     load.load(review.data, db)
-    h = decompose.data_hash(db)
     try:
+        h = decompose.data_hash(db)
         questions = {m: question_args(review, m, baseline, comparison) for m in review.metrics}
         latest = latest_dates(db, questions)
         if all(d is None or d < comparison[1] for d in latest.values()):

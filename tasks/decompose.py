@@ -61,6 +61,12 @@ def shared_context(db: str | Path) -> ToolContext:
         return ctx
 
 
+def open_question(db: str | Path, qargs: dict[str, Any]) -> tuple[ToolContext, Question]:
+    """The shared context and the validated question, for steps that need no analysis."""
+    ctx = shared_context(db)
+    return ctx, question_of(ctx, qargs)
+
+
 def open_analysis(
     db: str | Path, qargs: dict[str, Any], data: str
 ) -> tuple[ToolContext, Question, Analysis]:

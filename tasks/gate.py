@@ -12,15 +12,15 @@ from typing import Any
 
 from sql_tools._errors import SqlToolError
 from tasks._prefect import lazy_task
-from tasks.decompose import open_analysis
+from tasks.decompose import open_question
 from tasks.engine import cube as cube_mod
 
 
 def verify_findings(
-    db: str, qargs: dict[str, Any], data: str, findings: list[dict[str, Any]]
+    db: str, qargs: dict[str, Any], findings: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
     """The findings, accepted ones re-checked against their recorded SQL (accepted first)."""
-    ctx, q, _ = open_analysis(db, qargs, data)
+    ctx, q = open_question(db, qargs)
     out = []
     for f in findings:
         f = dict(f)

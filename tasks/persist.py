@@ -94,15 +94,20 @@ def record(
     )
 
 
-def recall_history(
-    db: str, qargs: dict[str, Any], data: str, explanation: dict[str, Any]
-) -> dict[str, Any]:
+def _identity(db: str, qargs: dict[str, Any]) -> tuple[Question, dict[str, str], str]:
+    """The question, the data's fingerprint and the run id of (data, question)."""
+    from tasks.decompose import open_question
+
+    ctx, q = open_question(db, qargs)
+    data_fp = fingerprint(ctx)
+    return q, data_fp, run_id(data_fp, question_dict(q))
+
+
+def recall_history(db: str, qargs: dict[str, Any], explanation: dict[str, Any]) -> dict[str, Any]:
     """``{"similar": [...], "dismissed": [...], "warning": str | None}`` from the store."""
-    from tasks.decompose import open_analysis
     from tasks.store import StoreError, store_from_config
 
-    ctx, q, _ = open_analysis(db, qargs, data)
-    rid = run_id(fingerprint(ctx), question_dict(q))
+    q, data_fp, rid = _identity(db, qargs)
     try:
         with store_from_config() as store:
             similar, dismissed = recall(store, q, explanation, exclude=rid)
@@ -118,19 +123,15 @@ def recall_history(
 def remember(
     db: str,
     qargs: dict[str, Any],
-    data: str,
     result: dict[str, Any],
     entries: list[dict[str, Any]],
     report_md: str,
 ) -> dict[str, Any]:
     """Save the investigation whole; ``{"run_id", "warning"}`` (a store problem is a warning:
     the outputs are already written, and Supabase outages go to the local outbox)."""
-    from tasks.decompose import open_analysis
     from tasks.store import StoreError, store_from_config
 
-    ctx, q, _ = open_analysis(db, qargs, data)
-    data_fp = fingerprint(ctx)
-    rid = run_id(data_fp, question_dict(q))
+    q, data_fp, rid = _identity(db, qargs)
     rec = record(rid, data_fp, q, result, entries, report_md)
     try:
         with store_from_config() as store:
