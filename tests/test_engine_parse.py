@@ -612,7 +612,10 @@ def test_named_metric_table_conflict_and_bad_columns(demo, metrics_file, tmp_pat
         ("metrics: [unclosed\n", "invalid YAML at line 2"),
         ("", "expected a mapping with a 'metrics' key (and optionally 'review')"),
         ("- revenue\n", "expected a mapping with a 'metrics' key (and optionally 'review')"),
-        ("metrics: {}\nextra: 1\n", "expected a mapping with a 'metrics' key (and optionally 'review')"),
+        (
+            "metrics: {}\nextra: 1\n",
+            "expected a mapping with a 'metrics' key (and optionally 'review')",
+        ),
         ("metrics: [a, b]\n", "'metrics' must be a non-empty mapping"),
         ("metrics:\n  rev: sum(revenue)\n", "metric 'rev' must be a mapping"),
         ("metrics:\n  my rev:\n    expression: sum(revenue)\n", "metric name 'my rev'"),

@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "data" / "demo"
 QUESTION = dict(
@@ -20,26 +18,6 @@ QUESTION = dict(
     time_column="date",
     offline=True,
 )
-
-
-@pytest.fixture(scope="module")
-def harness(tmp_path_factory):
-    from prefect.settings import (
-        PREFECT_FLOWS_HEARTBEAT_FREQUENCY,
-        PREFECT_RESULTS_LOCAL_STORAGE_PATH,
-        temporary_settings,
-    )
-    from prefect.testing.utilities import prefect_test_harness
-
-    storage = tmp_path_factory.mktemp("prefect-results")
-    with prefect_test_harness(server_startup_timeout=120):
-        with temporary_settings(
-            updates={
-                PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None,
-                PREFECT_RESULTS_LOCAL_STORAGE_PATH: str(storage),
-            }
-        ):
-            yield
 
 
 def _task_states(flow_run_id) -> dict[str, list[str]]:
@@ -70,7 +48,7 @@ def _run_logs(flow_run_id) -> list[str]:
     return [log.message for log in logs]
 
 
-def test_flow_run_completes_with_artifacts(harness, tmp_path):
+def test_flow_run_completes_with_artifacts(prefect_harness, tmp_path):
     from prefect.client.orchestration import get_client
 
     from flows.investigate import investigate
@@ -95,7 +73,7 @@ def test_flow_run_completes_with_artifacts(harness, tmp_path):
     assert any("h1 q-1 metric_compare_periods" in m for m in logged), "tool calls are logged"
 
 
-def test_crashed_run_resumes_from_the_cache(harness, tmp_path, monkeypatch):
+def test_crashed_run_resumes_from_the_cache(prefect_harness, tmp_path, monkeypatch):
     import tasks.report
     from flows.investigate import investigate
 

@@ -198,6 +198,17 @@ def test_generator_reproduces_the_committed_files(tmp_path):
         assert a == b, f"{rel} differs from a fresh generation"
 
 
+def rerun(con, result: dict, sql: str, params: dict) -> dict[str, float]:
+    """A segment query re-run on a plain connection: the metric per period, by its formula."""
+    per = {int(p): (n or 0.0, d or 0.0) for p, n, d in con.execute(sql, params).fetchall()}
+    days = 7 if result["metric"]["grain"] == "day" else 1
+    out = {}
+    for p, which in ((0, "baseline"), (1, "comparison")):
+        n, d = per.get(p, (0.0, 0.0))
+        out[which] = n / d if result["metric"]["kind"] == "ratio" else n / days
+    return out
+
+
 def test_every_root_cause_reproduces_from_its_recorded_sql(investigated):
     """Re-running a cause's recorded SQL with its parameters gives the numbers the result states."""
     import duckdb
@@ -207,12 +218,7 @@ def test_every_root_cause_reproduces_from_its_recorded_sql(investigated):
     try:
         for cause in result["root_causes"]:
             ev = cause["evidence"]
-            rows = con.execute(ev["sql"], ev["params"]).fetchall()
-            per = {int(p): (n or 0.0, d or 0.0) for p, n, d in rows}
-            days = 7 if result["metric"]["grain"] == "day" else 1
-            for p, which in ((0, "baseline"), (1, "comparison")):
-                n, d = per.get(p, (0.0, 0.0))
-                value = n / d if result["metric"]["kind"] == "ratio" else n / days
+            for which, value in rerun(con, result, ev["sql"], ev["params"]).items():
                 assert value == pytest.approx(ev["result"][which], rel=1e-9)
                 assert value == pytest.approx(cause[which], rel=1e-9)
     finally:
@@ -262,12 +268,7 @@ def test_every_accepted_finding_reproduces_from_its_recorded_sql(investigated):
         for f in result["findings"]:
             if f["status"] != "accepted":
                 continue
-            rows = con.execute(f["sql"], f["params"]).fetchall()
-            per = {int(p): (n or 0.0, d or 0.0) for p, n, d in rows}
-            days = 7 if result["metric"]["grain"] == "day" else 1
-            for p, which in ((0, "baseline"), (1, "comparison")):
-                n, d = per.get(p, (0.0, 0.0))
-                value = n / d if result["metric"]["kind"] == "ratio" else n / days
+            for which, value in rerun(con, result, f["sql"], f["params"]).items():
                 assert value == pytest.approx(f["measured"][which], rel=1e-9)
                 assert f["claimed"][which] == pytest.approx(value, rel=0.01)
     finally:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, Self, runtime_checkable
 
 import numpy as np
 
@@ -94,6 +94,30 @@ def _float(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value)
+
+
+class StoreBase:
+    """What every backend shares: the embedder made on first use (from the configuration
+    unless one was given) and use as a context manager that closes the store."""
+
+    _embedder: Embedder | None = None
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            from tasks.store.embed import embedder_from_config
+
+            self._embedder = embedder_from_config()
+        return self._embedder
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:  # pragma: no cover - every backend has its own
+        raise NotImplementedError
 
 
 @dataclass

@@ -14,6 +14,7 @@ import numpy as np
 
 from tasks.store.base import (
     RecordRejected,
+    StoreBase,
     StoreError,
     after_write_step,
     check_limit,
@@ -129,7 +130,7 @@ def _loads(value: Any) -> Any:
     return None if value is None else json.loads(value)
 
 
-class DuckDBStore:
+class DuckDBStore(StoreBase):
     """Investigations in an embedded DuckDB file (default `~/.drilldown/store.duckdb`).
 
     One process may hold the file at a time (DuckDB's lock); threads share this store's connection
@@ -158,20 +159,6 @@ class DuckDBStore:
         )
 
     # -- configuration -------------------------------------------------------------------------
-    @property
-    def embedder(self) -> Embedder:
-        if self._embedder is None:
-            from tasks.store.embed import embedder_from_config
-
-            self._embedder = embedder_from_config()
-        return self._embedder
-
-    def __enter__(self) -> DuckDBStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def close(self) -> None:
         with self._lock:
             if self._con is not None:

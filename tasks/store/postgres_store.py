@@ -20,6 +20,7 @@ from psycopg.types.json import Json, Jsonb
 
 from tasks.store.base import (
     RecordRejected,
+    StoreBase,
     StoreError,
     StoreUnavailable,
     after_write_step,
@@ -70,7 +71,7 @@ def is_connection_error(e: BaseException) -> bool:
     return False
 
 
-class PostgresStore:
+class PostgresStore(StoreBase):
     """Investigations in Postgres + pgvector. `dsn` is a URL or a libpq conninfo string."""
 
     kind = "postgres"
@@ -85,20 +86,6 @@ class PostgresStore:
         self._embedder = embedder
         self._conn: psycopg.Connection[Any] | None = None
         self._lock = threading.RLock()
-
-    @property
-    def embedder(self) -> Embedder:
-        if self._embedder is None:
-            from tasks.store.embed import embedder_from_config
-
-            self._embedder = embedder_from_config()
-        return self._embedder
-
-    def __enter__(self) -> PostgresStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def close(self) -> None:
         with self._lock:

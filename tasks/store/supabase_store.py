@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from tasks.store.base import RecordRejected, StoreUnavailable, memory_document
+from tasks.store.base import RecordRejected, StoreBase, StoreUnavailable, memory_document
 from tasks.store.duckdb_store import DuckDBStore, default_path
 from tasks.store.embed import Embedder
 from tasks.store.models import InvestigationRecord, InvestigationSummary, SimilarInvestigation
@@ -47,7 +47,7 @@ class FlushResult:
         return f"{line} ({self.error})" if self.error else line
 
 
-class SupabaseStore:
+class SupabaseStore(StoreBase):
     """Postgres (Supabase) first; the local DuckDB store when Postgres cannot be reached."""
 
     kind = "supabase"
@@ -68,12 +68,6 @@ class SupabaseStore:
     @property
     def embedder(self) -> Embedder:
         return self.remote.embedder
-
-    def __enter__(self) -> SupabaseStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def close(self) -> None:
         with self._lock:
