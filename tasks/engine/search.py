@@ -288,6 +288,15 @@ def search(
             R_total = abs(float(R[0]))
         threshold = np.full(n_seg, z_crit)
         cand = eligible & ~taken & (np.abs(z) >= threshold) & (np.abs(R) >= min_effect * R_total)
+        if explained.any():
+            # the evidence for a further cause must come from leaves the causes so far leave
+            # unexplained: a cause's own leaves scatter around its fitted factor, and segments
+            # cutting across it would otherwise pass for causes on that scatter alone
+            rest = ~explained
+            R_rest = groups.sums(v - f, n_seg, where=rest)
+            P_rest = groups.sums(leaves.P * leaves.phi, n_seg, where=rest)
+            z_rest = R_rest / np.sqrt(np.maximum(P_rest, 1e-300))
+            cand &= np.abs(z_rest) >= threshold
         if not cand.any():
             break
         units = s if gain_units == "noise" else np.ones_like(s)
