@@ -110,10 +110,11 @@ class Analysis:
         if key not in named and found.fit is not None:
             vs, fs, ps = found.fit
             sd = math.sqrt(max(float(ps[i]), 1e-300))
-            explained = abs(vs[i] - fs[i]) / sd < found.z_crit
+            crit = float(found.seg_crit[i]) if found.seg_crit is not None else found.z_crit
+            explained = abs(vs[i] - fs[i]) / sd < crit
             if self.explanation.global_shift is not None and fs[0] > 0:
                 # an even shift reported from what the causes left: scale the fit by it
-                explained |= abs(vs[i] - fs[i] * vs[0] / fs[0]) / sd < found.z_crit
+                explained |= abs(vs[i] - fs[i] * vs[0] / fs[0]) / sd < crit
         return SegmentTest(
             segment=self.cube.segment_dict(i),
             contribution=c,

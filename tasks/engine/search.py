@@ -49,6 +49,8 @@ class Leaves:
     P: np.ndarray
     g: float
     phi: np.ndarray
+    # how much wider the leaves' noise tail is than a normal law's (1: normal)
+    tail: float = 1.0
 
 
 @dataclass
@@ -73,6 +75,7 @@ class Search:
     leaves: Leaves
     z_crit: float
     n_tested: int
+    seg_crit: np.ndarray | None = None  # per segment: the |z| it must reach (tails included)
     remainder: float = 0.0
     notes: list[str] = field(default_factory=list)
     # per segment once the picks are fitted: observed, fitted and noise variance
@@ -132,6 +135,30 @@ def _pearson(ratio: np.ndarray, cut: float) -> float:
     return float(np.mean(ratio[keep])) if keep.any() else scale
 
 
+def _tail(r: np.ndarray, P: np.ndarray, phi: np.ndarray) -> float:
+    """How much wider than normal the far tail of the leaves' noise is.
+
+    The 99.9th percentile of the leaves' residuals in noise units over the normal law's (3.29):
+    real sums are often heavier-tailed than normal (a single leaf beyond 5 units is then far
+    more common than the normal law says), and a single leaf must be judged by its data's own
+    tail. Needs enough leaves to see that percentile (5,000); 1 otherwise. The leaves a cause
+    moved sit beyond it only when causes hold more than a thousandth of the leaves; those that
+    would be significant alone are left out, as for the dispersion.
+    """
+    ok = P > 0
+    n = int(ok.sum())
+    if n < 5000:
+        return 1.0
+    z = np.abs(r[ok]) / np.sqrt(phi[ok] * P[ok])
+    z = z[z**2 <= float(stats.chi2.isf(0.05 / n, 1))]
+    if z.size < 5000:
+        return 1.0
+    return max(1.0, float(np.quantile(z, 0.999)) / NORMAL_Q999)
+
+
+NORMAL_Q999 = float(stats.norm.isf(0.0005))
+
+
 def additive_leaves(leaf: dict[str, np.ndarray]) -> Leaves:
     """Expected vs observed for additive metrics (sums, counts, per-leaf distinct counts).
 
@@ -142,8 +169,9 @@ def additive_leaves(leaf: dict[str, np.ndarray]) -> Leaves:
     b, c = leaf["nb"], leaf["nc"]
     overall = c.sum() / b.sum() if b.sum() > 0 else 1.0
     P = _floor(leaf["qnc"] + overall**2 * leaf["qnb"])
-    phi = _dispersion(c - b * overall, P, b + c)
-    return Leaves(f=b.copy(), v=c.copy(), P=P, g=overall - 1.0, phi=phi)
+    r = c - b * overall
+    phi = _dispersion(r, P, b + c)
+    return Leaves(f=b.copy(), v=c.copy(), P=P, g=overall - 1.0, phi=phi, tail=_tail(r, P, phi))
 
 
 def ratio_leaves(leaf: dict[str, np.ndarray], total: dict[str, float]) -> Leaves:
@@ -165,9 +193,9 @@ def ratio_leaves(leaf: dict[str, np.ndarray], total: dict[str, float]) -> Leaves
     poisson = np.abs(nc) + scale**2 * np.abs(nb)
     single = (leaf["rowsb"] <= 1) & (leaf["rowsc"] <= 1) if "rowsb" in leaf else P <= 0
     P = _floor(np.where(single | (P <= 1e-9 * poisson), poisson, P))
-    return Leaves(
-        f=f, v=nc.copy(), P=P, g=g, phi=_dispersion(nc - f * _typical_factor(nc, f), P, f + nc)
-    )
+    r = nc - f * _typical_factor(nc, f)
+    phi = _dispersion(r, P, f + nc)
+    return Leaves(f=f, v=nc.copy(), P=P, g=g, phi=phi, tail=_tail(r, P, phi))
 
 
 def _typical_factor(v: np.ndarray, f: np.ndarray) -> float:
@@ -270,7 +298,12 @@ def search(
     f = leaves.f.copy()
     v = leaves.v
     s = np.sqrt(leaves.phi * leaves.P)
-    PS = groups.sums(leaves.P * leaves.phi, n_seg)
+    w = leaves.P * leaves.phi
+    PS = groups.sums(w, n_seg)
+    # a heavy leaf tail widens the bound of segments made of few leaves (by noise weight); a
+    # sum of m leaves has 1/m of their excess tail
+    m_eff = PS**2 / np.maximum(groups.sums(w**2, n_seg), 1e-300)
+    seg_crit = z_crit * (1.0 + (leaves.tail - 1.0) / np.maximum(m_eff, 1.0))
     picks: list[Pick] = []
     explained = np.zeros(len(f), dtype=bool)
     taken = np.zeros(n_seg, dtype=bool)
@@ -286,7 +319,7 @@ def search(
             p0 = 2 * stats.norm.sf(np.abs(z0))
         if z0 is not None and R_total is None:
             R_total = abs(float(R[0]))
-        threshold = np.full(n_seg, z_crit)
+        threshold = seg_crit
         cand = eligible & ~taken & (np.abs(z) >= threshold) & (np.abs(R) >= min_effect * R_total)
         if explained.any():
             # the evidence for a further cause must come from leaves the causes so far leave
@@ -343,7 +376,9 @@ def search(
         )
     assert z0 is not None and p0 is not None and resid0 is not None
     remainder = float(v.sum() - f.sum())
-    return Search(picks, z0, p0, resid0, leaves, z_crit, n_tested, remainder, fit=(VS, FS, PS))
+    return Search(
+        picks, z0, p0, resid0, leaves, z_crit, n_tested, seg_crit, remainder, fit=(VS, FS, PS)
+    )
 
 
 def _climb(
