@@ -6,7 +6,7 @@ Each case (``<case>.json`` + ``<case>.csv[.gz]``, see the data's README) is load
 product's loader into a fresh DuckDB file in a temporary directory and investigated with
 ``tasks.engine.explain_change``: metric from the case (``sum(value)``, or a ratio of two sums),
 periods = the ``period`` column's ``baseline`` and ``comparison`` labels, dimensions = the case's,
-``max_depth`` = number of dimensions (capped by ``--max-depth``), ``min_support`` = 0. The
+``max_depth`` = the product's default (or ``--max-depth``), ``min_support`` = 0. The
 prediction is the list of root-cause segments; it is scored element-level exact match, micro-F1
 (see :mod:`benchmarks.rca_score`). Each case runs in a forked child with a time limit; a case
 that crashes or times out counts as an empty prediction and is reported.
@@ -153,12 +153,13 @@ def build_question(case: Case, table: str, max_depth: int | None = None) -> Any:
         numerator=Aggregate(fn="sum", column=num),
         denominator=Aggregate(fn="sum", column=den) if den else None,
     )
-    depth = len(case.dimensions) if max_depth is None else min(len(case.dimensions), max_depth)
+    # no cap: the product's default depth (every column while the segments stay within budget)
+    depth = None if max_depth is None else max(1, min(len(case.dimensions), max_depth, 6))
     return Question(
         metric=metric,
         periods=Periods(period_column="period", baseline="baseline", comparison="comparison"),
         dimensions=case.dimensions,
-        max_depth=max(1, min(depth, 6)),
+        max_depth=depth,
         min_support=0.0,
     )
 
@@ -244,7 +245,7 @@ def run_case(
             on_loaded({"seconds_load": rec["seconds_load"], "rows": rows})
         stage = "question"
         question = build_question(case, TABLE, max_depth)
-        rec["max_depth"] = question.max_depth
+        rec["max_depth"] = question.max_depth  # None: the product default
         stage = "explain"
         t0 = time.perf_counter()
         explanation = predict(db, question)

@@ -182,7 +182,7 @@ def _investigate(
     grain: str | None = None,
     dimensions: str | None = None,
     filters: list[str] | None = None,
-    max_depth: int = 3,
+    max_depth: int | None = None,
     min_support: float | None = None,
     metrics_file: Path | None = None,
     offline: bool = False,
@@ -311,7 +311,13 @@ def investigate(
     db: Annotated[
         Path | None, typer.Option(help="DuckDB file to load into (default: OUT/data.duckdb).")
     ] = None,
-    max_depth: Annotated[int, typer.Option(help="Most columns combined in one segment.")] = 3,
+    max_depth: Annotated[
+        int | None,
+        typer.Option(
+            help="Most columns combined in one segment (default: every column while the "
+            "segments stay within budget, at least 3)."
+        ),
+    ] = None,
     min_support: Annotated[
         float | None, typer.Option(help="Smallest volume share of a segment.")
     ] = None,

@@ -53,7 +53,7 @@ def investigate(
     offline: bool = False,
     model: str | None = None,
     remember: bool = True,
-    max_depth: int = 3,
+    max_depth: int | None = None,
     min_support: float | None = None,
     metrics_file: str | None = None,
 ) -> dict[str, Any]:

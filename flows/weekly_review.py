@@ -181,7 +181,7 @@ def question_args(
         "metric": name, "table": mdef.table or cfg.table,
         "time_column": mdef.time_column or cfg.time_column, "period_column": None,
         "baseline": _span(baseline), "comparison": _span(comparison), "grain": None,
-        "dimensions": mdef.dimensions or cfg.dimensions, "filters": [], "max_depth": 3,
+        "dimensions": mdef.dimensions or cfg.dimensions, "filters": [], "max_depth": None,
         "min_support": None, "metrics_file": review.metrics_only_file,
     }  # fmt: skip
 

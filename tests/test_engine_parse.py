@@ -428,7 +428,7 @@ def test_question_defaults(demo):
     assert q.periods.baseline == DateRange(start=date(2024, 3, 18), end=date(2024, 3, 24))
     assert q.periods.comparison == DateRange(start=date(2024, 3, 25), end=date(2024, 3, 31))
     assert q.dimensions == tuple(DEMO_DIMS)
-    assert (q.max_depth, q.min_support) == (3, 0.001)
+    assert (q.max_depth, q.min_support) == (None, 0.001)  # None: the engine's own depth
 
 
 def test_question_dimensions_filters_and_knobs(demo):

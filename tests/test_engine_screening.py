@@ -83,7 +83,9 @@ def test_screened_search_names_the_same_causes_as_the_full_search(name, scenario
     left_out = [d for d in screened.dimensions if d not in kept]
     assert any(all(d in n for d in left_out) for n in screened.notes), screened.notes
     text = render(screened)
-    assert f"segments over {', '.join(kept)} (up to 3 columns" in text.replace("\\_", "_")
+    depth = screened.stats["max_depth"]
+    assert depth == len(kept), "so few columns are searched at every depth"
+    assert f"segments over {', '.join(kept)} (up to {depth} columns" in text.replace("\\_", "_")
 
 
 def test_covers_hold_every_combination_within_the_budget():

@@ -399,8 +399,9 @@ class _Sql:
 
 def build_cube(ctx: ToolContext, q: Question, dims: list[str]) -> Cube:
     """Run the leaves + grouping-sets query and return it as arrays."""
+    depth = q.max_depth or auto_depth(ctx, q, dims)
     sql = _Sql(ctx, q, dims)
-    text = sql.cube(q.max_depth)
+    text = sql.cube(depth)
     import time
 
     start = time.perf_counter()
@@ -445,7 +446,7 @@ def build_cube(ctx: ToolContext, q: Question, dims: list[str]) -> Cube:
     t = int(np.flatnonzero(is_total)[0]) if is_total.any() else None
     total = {key: float(arr[t]) if t is not None else 0.0 for key, arr in stats.items()}
     # segment 0 is the whole population (the global term); then every segment up to max_depth
-    seg_sel = ~is_leaf | (grouped.sum(axis=1) <= q.max_depth)
+    seg_sel = ~is_leaf | (grouped.sum(axis=1) <= depth)
     order = np.concatenate([np.flatnonzero(is_total), np.flatnonzero(seg_sel & ~is_total)])
     seg_sel = order
     return Cube(
@@ -568,6 +569,31 @@ def estimated_leaves(ctx: ToolContext, q: Question, dims: list[str]) -> int:
     rows = prof.row_count if prof is not None else None
     space = float(np.prod([float(x) for x in dimension_sizes(ctx, q, dims)])) if dims else 1.0
     return int(min(space, rows if rows is not None else space))
+
+
+SEGMENT_BUDGET = 600_000
+DEFAULT_DEPTH = 3
+
+
+def auto_depth(ctx: ToolContext, q: Question, dims: list[str]) -> int:
+    """The search depth when the question leaves it open: every column (up to 6) while the
+    segments of all depths stay within :data:`SEGMENT_BUDGET`, and at least 3 (or every column,
+    if fewer). A cause over four or five columns is then named as itself, not as its pieces."""
+    k = len(dims)
+    if k <= DEFAULT_DEPTH:
+        return max(k, 1)
+    sizes = dimension_sizes(ctx, q, dims)
+    leaves = max(estimated_leaves(ctx, q, dims), 1)
+    total, depth = 0.0, DEFAULT_DEPTH
+    for d in range(1, min(k, 6) + 1):
+        total += sum(
+            min(float(np.prod([float(sizes[j]) for j in c])), float(leaves))
+            for c in combinations(range(k), d)
+        )
+        if total > SEGMENT_BUDGET:
+            break
+        depth = max(depth, d)
+    return depth
 
 
 def covers(sizes: list[int], depth: int, budget: int) -> list[tuple[int, ...]]:

@@ -82,6 +82,9 @@ class Analysis:
     contrib: dict[str, np.ndarray]
     found: Search
     delta: float | None
+    # root causes' own p-values (Bonferroni-adjusted), by segment key: a mix cause is judged by
+    # the test of its share, which the rate view's residual does not see
+    cause_p: dict[str, float] = field(default_factory=dict)
 
     def test(self, segment: dict[str, Any]) -> SegmentTest | None:
         """The engine's statistics for ``segment``; None when it was not among those searched
@@ -100,12 +103,12 @@ class Analysis:
         s, t = self.cube.seg, self.cube.total
         support = max(s["db"][i] / max(t["db"], 1e-300), s["dc"][i] / max(t["dc"], 1e-300))
         found = self.found
-        p = min(1.0, float(found.p[i]) * found.n_tested)
+        key = json.dumps(cube.segment_dict(i), sort_keys=True, default=str)
+        p = min(1.0, float(found.p[i]) * found.n_tested, self.cause_p.get(key, 1.0))
         named = {
             json.dumps(rc.segment, sort_keys=True, default=str)
             for rc in self.explanation.root_causes
         }
-        key = json.dumps(cube.segment_dict(i), sort_keys=True, default=str)
         explained = False
         if key not in named and found.fit is not None:
             vs, fs, ps = found.fit
@@ -163,9 +166,12 @@ def _explain(ctx: ToolContext, q: Question) -> Analysis:
     screening = None
     search_dims = dims
     if cube_mod.estimated_leaves(ctx, q, dims) > cube_mod.LEAF_BUDGET:
-        screening = cube_mod.screen(ctx, q, dims)
+        open_depth = q.max_depth or cube_mod.DEFAULT_DEPTH
+        screening = cube_mod.screen(ctx, q.model_copy(update={"max_depth": open_depth}), dims)
         search_dims = screening.dims
         notes += _screening_notes(dims, screening)
+    if q.max_depth is None:
+        q = q.model_copy(update={"max_depth": cube_mod.auto_depth(ctx, q, search_dims)})
     cube = build_cube(ctx, q, search_dims)
     totals = _totals(ctx, q, cube)
     change = _significance(ctx, q, cube, totals)
@@ -250,7 +256,13 @@ def _explain(ctx: ToolContext, q: Question) -> Analysis:
             "params": {k: _jsonable(v) for k, v in cube.params.items()},
         },
     )
-    return Analysis(explanation, cube, contrib, found, delta)
+    cause_p = {
+        json.dumps(c.segment, sort_keys=True, default=str): min(
+            1.0, (c.p_value if c.p_value is not None else 1.0) * found.n_tested
+        )
+        for c in causes
+    }
+    return Analysis(explanation, cube, contrib, found, delta, cause_p)
 
 
 def _screening_notes(dims: list[str], sc: cube_mod.Screening) -> list[str]:

@@ -1038,7 +1038,7 @@ def build_question(
     grain: str | None = None,
     dimensions: str | Sequence[str] | None = None,
     filters: Sequence[str] = (),
-    max_depth: int = 3,
+    max_depth: int | None = None,
     min_support: float | None = None,
     metrics_file: Path | None = None,
     structured_filters: Sequence[Filter] = (),

@@ -138,7 +138,15 @@ class Question(_Frozen):
         default=None,
         description="Columns to search (joined ones as table.column); None: every dimension column.",
     )
-    max_depth: int = Field(default=3, ge=1, le=6, description="Most columns combined in a segment.")
+    max_depth: int | None = Field(
+        default=None,
+        ge=1,
+        le=6,
+        description=(
+            "Most columns combined in a segment; None: every column (up to 6) while the segments "
+            "stay within the engine's budget, and at least 3."
+        ),
+    )
     min_support: float = Field(
         default=0.001,
         ge=0.0,
