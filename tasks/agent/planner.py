@@ -32,6 +32,14 @@ def _seg(segment: dict[str, Any]) -> str:
     return ", ".join(f"{k} = {v}" for k, v in segment.items()) or "everything"
 
 
+TITLE_MAX = 200
+
+
+def _title(text: str) -> str:
+    """A hypothesis title within its limit (segments over many columns make long ones)."""
+    return text if len(text) <= TITLE_MAX else text[: TITLE_MAX - 1].rstrip() + "…"
+
+
 def _key(segment: dict[str, Any]) -> frozenset[tuple[str, str]]:
     return frozenset((str(k), str(v)) for k, v in segment.items())
 
@@ -97,7 +105,7 @@ def offline_hypotheses(
             child_col = list(rc.segment)[-1]
             out.append(
                 dict(
-                    title=f"All of {_seg(parent)} moved, not only {_seg(rc.segment)}",
+                    title=_title(f"All of {_seg(parent)} moved, not only {_seg(rc.segment)}"),
                     story=f"Something affected {_seg(parent)} as a whole, across every "
                     f"{child_col}.",
                     expected=f"Every {child_col} inside {_seg(parent)} moves alike.",
@@ -162,7 +170,7 @@ def _cause_title(s: Segment) -> str:
         "gone": "disappeared",
         "data_quality": "has a data problem",
     }
-    return f"{_seg(s.segment)} {words.get(s.effect, 'changed')}"
+    return _title(f"{_seg(s.segment)} {words.get(s.effect, 'changed')}")
 
 
 def _cause(s: Segment, metric: str, prior: float) -> dict[str, Any]:

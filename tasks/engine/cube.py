@@ -32,6 +32,9 @@ MAX_RESULT_ROWS = 6_000_000
 MAX_DIMENSION_VALUES = 1000
 # per-leaf, per-period statistics fetched for each aggregate role ("n" numerator, "d" denominator)
 STATS = ("n", "d", "qn", "qd", "qnd", "rows")
+# per leaf and period, over its days (date periods): the sum of the squared daily numerator,
+# denominator and their product, from which the day-to-day spread of a leaf is measured
+DAY_STATS = ("vn", "vd", "vnd", "cells")
 
 
 @dataclass
@@ -54,6 +57,8 @@ class Cube:
     params: dict[str, Any]
     elapsed_ms: float
     notes: list[str] = field(default_factory=list)
+    # days in the baseline and comparison periods, when leaves carry daily statistics
+    days: tuple[float, float] | None = None
 
     def segment_dict(self, i: int) -> dict[str, Any]:
         """``{column: value}`` of segment ``i``."""
@@ -209,7 +214,14 @@ class _Sql:
     def stat_names(self) -> list[str]:
         """The per-period statistics the leaves query returns."""
         names = STATS if self.distinct or self.has_denominator else ("n", "qn", "rows")
+        if self.by_day:
+            names = (*names, *(DAY_STATS if self.has_denominator else ("vn", "cells")))
         return [f"{s}{p}" for s in names for p in ("b", "c")]
+
+    @property
+    def by_day(self) -> bool:
+        """Leaves also carry their daily second moments (date periods, sums and counts)."""
+        return self.q.periods.by_dates and not self.distinct and self.q.metric.grain != "day"
 
     @property
     def distinct(self) -> bool:
@@ -222,6 +234,8 @@ class _Sql:
         """One row per leaf with per-period statistics (``nb``, ``nc``, ``qnb``, ...)."""
         dcols = [f"d{j}" for j in range(len(self.dims))]
         daily = self.q.metric.grain == "day"
+        if not self.distinct and self.by_day:
+            return self._leaves_by_day(dcols)
         if not self.distinct:
             b = self.base()
             aggs: list[exp.Expression] = []
@@ -287,6 +301,46 @@ class _Sql:
         return (
             exp.select(*[_col(c) for c in dcols], *aggs)
             .from_(exp.alias_(exp.paren(dedup), "u", table=True))
+            .group_by(*[_col(c) for c in dcols])
+        )
+
+    def _leaves_by_day(self, dcols: list[str]) -> exp.Select:
+        """The leaves query through per-day cells: each leaf's statistics, plus the sums of its
+        squared daily totals (``vn``, ``vd``, ``vnd``)."""
+        n, d = _col("__n"), _col("__d")
+        inner: list[exp.Expression] = [
+            exp.alias_(exp.Sum(this=n), "n"),
+            exp.alias_(exp.Sum(this=exp.Mul(this=n.copy(), expression=n.copy())), "qn"),
+            exp.alias_(exp.Count(this=exp.Star()), "rows"),
+        ]
+        if self.has_denominator:
+            inner += [
+                exp.alias_(exp.Sum(this=d), "d"),
+                exp.alias_(exp.Sum(this=exp.Mul(this=d.copy(), expression=d.copy())), "qd"),
+                exp.alias_(exp.Sum(this=exp.Mul(this=n.copy(), expression=d.copy())), "qnd"),
+            ]
+        keys = [*dcols, "__p", "__day"]
+        day_cells = (
+            exp.select(*[_col(k) for k in keys], *inner)
+            .from_(exp.alias_(exp.paren(self.base(with_day=True)), "b", table=True))
+            .group_by(*[_col(k) for k in keys])
+        )
+        sums = ["n", "qn", "rows", *(["d", "qd", "qnd"] if self.has_denominator else [])]
+        # days with rows ("cells"): a leaf of one row per day is pre-aggregated data
+        squares = [("vn", "n", "n")]
+        if self.has_denominator:
+            squares += [("vd", "d", "d"), ("vnd", "n", "d")]
+        aggs: list[exp.Expression] = []
+        for p, suffix in ((0, "b"), (1, "c")):
+            aggs += [exp.alias_(_filtered_sum(_col(x), p), f"{x}{suffix}") for x in sums]
+            aggs.append(exp.alias_(_filtered_sum(exp.Literal.number(1), p), f"cells{suffix}"))
+            aggs += [
+                exp.alias_(_filtered_sum(exp.Mul(this=_col(a), expression=_col(b)), p), f"{v}{suffix}")
+                for v, a, b in squares
+            ]
+        return (
+            exp.select(*[_col(c) for c in dcols], *aggs)
+            .from_(exp.alias_(exp.paren(day_cells), "dc", table=True))
             .group_by(*[_col(c) for c in dcols])
         )
 
@@ -439,6 +493,10 @@ def build_cube(ctx: ToolContext, q: Question, dims: list[str]) -> Cube:
             elif s in ("qn", "qd", "qnd"):
                 arr = arr / scale[p] ** 2
             stats[f"{s}{suffix}"] = arr
+    for s in DAY_STATS:
+        for suffix in ("b", "c"):
+            if f"{s}{suffix}" in raw:
+                stats[f"{s}{suffix}"] = raw[f"{s}{suffix}"]
     is_leaf = grouped.all(axis=1) if k else np.zeros(len(g), dtype=bool)
     is_total = (~grouped).all(axis=1)
     if k == 0:
@@ -462,6 +520,11 @@ def build_cube(ctx: ToolContext, q: Question, dims: list[str]) -> Cube:
         params=dict(sql.params.values),
         elapsed_ms=elapsed,
         notes=notes,
+        days=(
+            (float(q.periods.baseline.days), float(q.periods.comparison.days))  # type: ignore[union-attr]
+            if sql.by_day
+            else None
+        ),
     )
 
 
@@ -469,7 +532,7 @@ def _constant_denominator(table: pa.Table) -> dict[str, np.ndarray]:
     """The statistics of a result as float arrays, completing those of a denominator of 1 per row
     (``d`` = ``qd`` = the row count, ``qnd`` = ``n``) when the query left them out."""
     out: dict[str, np.ndarray] = {}
-    for s in STATS:
+    for s in (*STATS, *DAY_STATS):
         for suffix in ("b", "c"):
             name = f"{s}{suffix}"
             if name in table.column_names:

@@ -175,7 +175,11 @@ def _explain(ctx: ToolContext, q: Question) -> Analysis:
     cube = build_cube(ctx, q, search_dims)
     totals = _totals(ctx, q, cube)
     change = _significance(ctx, q, cube, totals)
-    leaves = ratio_leaves(cube.leaf, cube.total) if kind == "ratio" else additive_leaves(cube.leaf)
+    leaves = (
+        ratio_leaves(cube.leaf, cube.total, cube.days)
+        if kind == "ratio"
+        else additive_leaves(cube.leaf, cube.days)
+    )
     if kind == "distinct":
         leaves.phi = leaves.phi * _overlap(cube, totals)
     eligible = _eligible(cube, q.min_support)
@@ -360,9 +364,9 @@ def _significance(
                 method=method,
             )
     leaves = (
-        ratio_leaves(cube.leaf, cube.total)
+        ratio_leaves(cube.leaf, cube.total, cube.days)
         if q.metric.kind == "ratio"
-        else additive_leaves(cube.leaf)
+        else additive_leaves(cube.leaf, cube.days)
     )
     resid = float(leaves.v.sum() - leaves.f.sum())
     var = float((leaves.phi * leaves.P).sum())

@@ -159,22 +159,77 @@ def _tail(r: np.ndarray, P: np.ndarray, phi: np.ndarray) -> float:
 NORMAL_Q999 = float(stats.norm.isf(0.0005))
 
 
-def additive_leaves(leaf: dict[str, np.ndarray]) -> Leaves:
+MIN_DAYS = 3
+
+
+def _day_variance(
+    leaf: dict[str, np.ndarray], days: tuple[float, float], a_b: np.ndarray, a_c: np.ndarray
+) -> np.ndarray | None:
+    """Per leaf, the variance of ``n - a * d`` summed over a period, from its own days (both
+    periods, the baseline's weighted as the model weighs it: ``a_b`` may carry that scale).
+
+    A day without rows counts as a day of zero. None when the leaves carry no daily statistics
+    or a period has fewer than :data:`MIN_DAYS` days."""
+    if "vnb" not in leaf or min(days) < MIN_DAYS:
+        return None
+    out = np.zeros_like(leaf["nb"])
+    for suffix, a, D in (("b", a_b, days[0]), ("c", a_c, days[1])):
+        n, vn = leaf[f"n{suffix}"], leaf[f"vn{suffix}"]
+        if f"vd{suffix}" in leaf:
+            d = leaf[f"d{suffix}"]
+            x, vx = n - a * d, vn - 2 * a * leaf[f"vnd{suffix}"] + a**2 * leaf[f"vd{suffix}"]
+        else:
+            x, vx = n, vn
+        out += np.maximum(D / (D - 1) * (vx - x**2 / D), 0.0)
+    return out
+
+
+def _day_dispersion(
+    V: np.ndarray, P: np.ndarray, leaf: dict[str, np.ndarray], size: np.ndarray
+) -> np.ndarray:
+    """The dispersion measured inside each leaf, from its day-to-day spread: per size bin, the
+    leaves' daily variance over their row-level variance (pooled). Movers do not inflate it (a
+    leaf that fell between the periods has no more spread within them), so it holds with few
+    leaves, where a dispersion measured across leaves is mostly the movers' own move. Event
+    rows (days holding several rows of one leaf) never go below the row-level variance itself (a
+    dispersion of 1); pre-aggregated rows (one per leaf and day) have no row-level variance."""
+    ok = P > 0
+    out = np.ones_like(P)
+    n_bins = int(min(10, max(1, ok.sum() // 30)))
+    size = np.abs(size)
+    edges = np.quantile(size[ok], np.linspace(0, 1, n_bins + 1)[1:-1]) if n_bins > 1 else []
+    bins = np.searchsorted(edges, size, side="right")
+    for k in range(n_bins):
+        sel = ok & (bins == k)
+        if sel.any():
+            out[bins == k] = max(float(V[sel].sum()) / max(float(P[sel].sum()), 1e-300), 1e-12)
+    rows = float((leaf["rowsb"] + leaf["rowsc"]).sum())
+    events = rows > 1.05 * float((leaf["cellsb"] + leaf["cellsc"]).sum())  # days of several rows
+    return np.maximum(out, 1.0) if events else out
+
+
+def additive_leaves(leaf: dict[str, np.ndarray], days: tuple[float, float] | None = None) -> Leaves:
     """Expected vs observed for additive metrics (sums, counts, per-leaf distinct counts).
 
     The expectation starts at "nothing changed"; an even move of everything is the search's
     global candidate. The dispersion is measured around the overall factor, so an even move
-    does not pass for noise.
+    does not pass for noise; with date periods, from each leaf's own days instead.
     """
     b, c = leaf["nb"], leaf["nc"]
     overall = c.sum() / b.sum() if b.sum() > 0 else 1.0
     P = _floor(leaf["qnc"] + overall**2 * leaf["qnb"])
     r = c - b * overall
-    phi = _dispersion(r, P, b + c)
+    zero = np.zeros_like(b)
+    V = _day_variance(leaf, days, zero, zero) if days else None
+    if V is not None:
+        V = _day_variance({**leaf, "vnb": leaf["vnb"] * overall**2, "nb": b * overall}, days, zero, zero)
+    phi = _dispersion(r, P, b + c) if V is None else _day_dispersion(V, P, leaf, b + c)
     return Leaves(f=b.copy(), v=c.copy(), P=P, g=overall - 1.0, phi=phi, tail=_tail(r, P, phi))
 
 
-def ratio_leaves(leaf: dict[str, np.ndarray], total: dict[str, float]) -> Leaves:
+def ratio_leaves(
+    leaf: dict[str, np.ndarray], total: dict[str, float], days: tuple[float, float] | None = None
+) -> Leaves:
     """Expected vs observed numerator at the comparison denominator (the rate view)."""
     nb, db, nc, dc = leaf["nb"], leaf["db"], leaf["nc"], leaf["dc"]
     overall = total["nb"] / total["db"] if total["db"] else 0.0
@@ -194,7 +249,13 @@ def ratio_leaves(leaf: dict[str, np.ndarray], total: dict[str, float]) -> Leaves
     single = (leaf["rowsb"] <= 1) & (leaf["rowsc"] <= 1) if "rowsb" in leaf else P <= 0
     P = _floor(np.where(single | (P <= 1e-9 * poisson), poisson, P))
     r = nc - f * _typical_factor(nc, f)
-    phi = _dispersion(r, P, f + nc)
+    V = None
+    if days:
+        # the baseline's part enters the model scaled to the comparison's denominator
+        scaled = {**leaf, "nb": nb * scale, "db": db * scale, "vnb": leaf.get("vnb", 0) * scale**2,
+                  "vdb": leaf.get("vdb", 0) * scale**2, "vndb": leaf.get("vndb", 0) * scale**2}
+        V = _day_variance(scaled, days, rb, rc)
+    phi = _dispersion(r, P, f + nc) if V is None else _day_dispersion(V, P, leaf, f + nc)
     return Leaves(f=f, v=nc.copy(), P=P, g=g, phi=phi, tail=_tail(r, P, phi))
 
 
