@@ -56,12 +56,15 @@ def investigate(
     max_depth: int = 3,
     min_support: float | None = None,
     metrics_file: str | None = None,
+    source: str | None = None,
 ) -> dict[str, Any]:
     """Explain why ``metric`` moved from ``baseline`` to ``comparison`` (date ranges
     ``YYYY-MM-DD:YYYY-MM-DD`` on ``time_column``, or labels of ``period_column``) and write
     result.json, report.md and the evidence ledger into ``out``. Without ANTHROPIC_API_KEY, or
-    with ``offline``, the offline planner investigates."""
+    with ``offline``, the offline planner investigates. ``source`` names where the data comes
+    from, so that investigations of its later versions share memory with this one."""
     offline = offline or not os.environ.get("ANTHROPIC_API_KEY")
+    source = _source_name(source)
     db = _load(data, db, out)
     qargs = {
         "metric": metric, "table": table, "time_column": time_column,
@@ -74,7 +77,9 @@ def investigate(
         if metrics_file:  # a named metric's definition is part of what is cached on
             h = decompose.fingerprint_hash({"data": h, "metrics": _file_hash(metrics_file)})
         explanation = _step(decompose, "decompose", db, qargs, h)
-        history = _step(persist, "recall_history", db, qargs, explanation) if remember else None
+        history = (
+            _step(persist, "recall_history", db, qargs, explanation, source) if remember else None
+        )
         if history and history.get("warning"):
             _say(f"warning: {history['warning']}")
         elif history and history["similar"]:
@@ -89,7 +94,9 @@ def investigate(
         _artifacts(written["report_md"], result)
         saved = None
         if remember:
-            saved = _step(persist, "remember", db, qargs, result, entries, written["report_md"])
+            saved = _step(
+                persist, "remember", db, qargs, result, entries, written["report_md"], source
+            )
             if saved.get("warning"):
                 _say(f"warning: {saved['warning']}")
     finally:
@@ -113,6 +120,16 @@ def _say(message: str) -> None:
         get_run_logger().info(message)
     else:
         print(message, file=sys.stderr)
+
+
+def _source_name(source: str | None) -> str | None:
+    """The data source's name, spaces collapsed; None when not given."""
+    if source is None:
+        return None
+    name = " ".join(source.split())
+    if not 1 <= len(name) <= 200:
+        raise ValueError(f"a source name has 1 to 200 characters, got {source!r}")
+    return name
 
 
 def _file_hash(path: str) -> str:
