@@ -27,6 +27,7 @@ from tasks import (
     load,
     persist,
     report,
+    storage,
 )
 from tasks import (
     investigate as investigate_mod,
@@ -127,8 +128,8 @@ def _source_name(source: str | None) -> str | None:
     if source is None:
         return None
     name = " ".join(source.split())
-    if not 1 <= len(name) <= 200:
-        raise ValueError(f"a source name has 1 to 200 characters, got {source!r}")
+    if not 1 <= len(name) <= 1000:
+        raise ValueError(f"a source name has 1 to 1000 characters, got {source[:80]!r}")
     return name
 
 
@@ -164,7 +165,7 @@ def _step(module: ModuleType, name: str, *args: Any) -> Any:
 
 def _load(data: list[str], db: str | None, out: str) -> str:
     Path(out).mkdir(parents=True, exist_ok=True)
-    local = _fetch(data, out)
+    local = storage.local_paths(data, Path(out) / "uploads", say=_say)
     if len(local) == 1 and local[0].endswith(".duckdb") and db is None:
         return local[0]
     target = db or str(Path(out) / "data.duckdb")
@@ -172,23 +173,6 @@ def _load(data: list[str], db: str | None, out: str) -> str:
     for t in loaded.tables:
         _say(f"{t.status:9} {t.table}: {t.rows:,} rows")
     return target
-
-
-def _fetch(data: list[str], out: str) -> list[str]:
-    """``supabase://bucket/prefix`` locations downloaded (and verified) into OUT/uploads."""
-    local: list[str] = []
-    for p in data:
-        text = str(p)
-        if not text.startswith("supabase:"):
-            local.append(text)
-            continue
-        from tasks.storage import download_uploads
-
-        url = "supabase://" + text[len("supabase:") :].lstrip("/")
-        got = download_uploads(url, Path(out) / "uploads")
-        _say(f"downloaded {len(got)} file(s) from {url}")
-        local += [str(g) for g in got]
-    return local
 
 
 def _map_hypotheses(

@@ -11,7 +11,7 @@
 -- of the first migration.
 
 alter table public.investigations
-    add column if not exists data_source text check (length(data_source) between 1 and 200);
+    add column if not exists data_source text check (length(data_source) between 1 and 1000);
 
 create or replace function public.save_investigation(
     investigation json,

@@ -37,7 +37,7 @@ class _ReadsData(BaseModel):
 
     table: str
     data_fingerprint: dict[str, str] = Field(default_factory=dict)  # table -> sha256 of its data
-    data_source: str | None = Field(default=None, min_length=1, max_length=200)
+    data_source: str | None = Field(default=None, min_length=1, max_length=1000)
 
     @property
     def data_identity(self) -> DataIdentity:
