@@ -111,9 +111,7 @@ def weekly_review(
             row.update(measurement(explanation, review.config))
             if row["moved"]:
                 target = Path(out) / name / summary["week"]
-                row["investigation"] = _investigate(
-                    review, files, qargs, target, offline, remember
-                )
+                row["investigation"] = _investigate(review, files, qargs, target, offline, remember)
     finally:
         decompose.release(db)
     return _finish(summary, state, h, review.digest)

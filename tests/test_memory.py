@@ -92,9 +92,10 @@ def _another_shop(folder: Path) -> Path:
     import csv
 
     folder.mkdir()
-    with (DEMO / "events.csv").open(newline="") as src, (folder / "events.csv").open(
-        "w", newline=""
-    ) as dst:
+    with (
+        (DEMO / "events.csv").open(newline="") as src,
+        (folder / "events.csv").open("w", newline="") as dst,
+    ):
         rows = csv.DictReader(src)
         out = csv.DictWriter(dst, fieldnames=rows.fieldnames or [])
         out.writeheader()

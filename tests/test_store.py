@@ -10,8 +10,8 @@ import pytest
 import tasks.store.base as store_base
 from tasks.store import RecordRejected, StoreError, memory_text
 from tasks.store.base import memory_document
-from tasks.store.models import DataIdentity
 from tasks.store.history import format_history, similar_investigations
+from tasks.store.models import DataIdentity
 from tests.store_fixtures import TABLES, android_dau_drop, de_signup_drop, ios_revenue_drop
 
 ONE_EACH = dict.fromkeys(TABLES, 1)
@@ -182,8 +182,13 @@ def test_dismissed_findings_are_remembered_per_metric(store):
 
 
 def test_dismissed_findings_of_other_data_suppress_nothing(store):
-    android = {"key": "platform=android|mix", "segment": {"platform": "android"},
-               "category": "mix", "status": "dismissed", "critique": "inside the noise"}
+    android = {
+        "key": "platform=android|mix",
+        "segment": {"platform": "android"},
+        "category": "mix",
+        "status": "dismissed",
+        "critique": "inside the noise",
+    }
     plan = {"key": "users.plan=pro|rate", "segment": {"users.plan": "pro"}, "category": "rate",
             "status": "dismissed", "critique": "too small"}  # fmt: skip
     shop_a = ios_revenue_drop(findings=[android, plan], data_source="shop-a")

@@ -251,9 +251,7 @@ def test_every_backend_satisfies_the_store_interface(tmp_path: Path, writer_dsn,
         s.close()
 
 
-def test_a_database_of_the_first_migration_is_upgraded_keeping_what_it_holds(
-    pg_server, embedder
-):
+def test_a_database_of_the_first_migration_is_upgraded_keeping_what_it_holds(pg_server, embedder):
     from tests.conftest_pg import ROLES_SQL
 
     name = "t_upgrade_" + uuid.uuid4().hex[:8]
