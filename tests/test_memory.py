@@ -119,8 +119,10 @@ def test_memory_of_another_dataset_is_marked_and_suppresses_nothing(tmp_path):
     assert [h for h in r2["hypotheses"] if h["segment"] == {"country": "US"}]
     [past] = r2["similar_investigations"]
     assert past["same_data"] is False
+    # the first shop's root cause is cited as seen on other data, and weighs no more for it
     cause = next(h for h in r2["hypotheses"] if h["segment"] == IOS_52)
-    assert "on other data" in cause["story"]
+    assert "Seen before on other data" in cause["story"] and cause["cites"] == [past["run_id"]]
+    assert cause["prior"] == next(h for h in r1["hypotheses"] if h["segment"] == IOS_52)["prior"]
     report = (second / "report.md").read_text()
     section = report.split("## Similar past investigations", 1)[1].split("\n## ", 1)[0]
     assert past["run_id"] in section and "other data" in section
@@ -137,5 +139,7 @@ def test_a_named_source_carries_memory_to_its_next_version(tmp_path):
               "--source", "shop", "--out", str(later))  # fmt: skip
     result = json.loads((later / "result.json").read_text())
     assert [p["same_data"] for p in result["similar_investigations"]] == [True]
+    cause = next(h for h in result["hypotheses"] if h["segment"] == IOS_52)
+    assert "Seen before: the investigation of" in cause["story"]
     assert not [h for h in result["hypotheses"] if h["segment"] == {"country": "US"}]
     assert "other data" not in (later / "report.md").read_text()
