@@ -189,6 +189,7 @@ def _investigate(
     model: str | None = None,
     remember: bool = True,
     prefect: bool | None = None,
+    source: str | None = None,
 ) -> None:
     """Run the ``investigate`` flow (through Prefect when asked or when a Prefect API is
     configured, else in-process) and print its answer."""
@@ -234,7 +235,7 @@ def _investigate(
         dimensions=[d.strip() for d in dimensions.split(",")] if dimensions else None,
         filters=filters or None, out=str(out), db=str(db) if db else None, offline=offline,
         model=model, remember=remember, max_depth=max_depth, min_support=min_support,
-        metrics_file=str(metrics_file) if metrics_file else None,
+        metrics_file=str(metrics_file) if metrics_file else None, source=source,
     )  # fmt: skip
     try:
         if prefect:
@@ -338,6 +339,13 @@ def investigate(
         bool,
         typer.Option(help="Recall similar past investigations and remember this one."),
     ] = True,
+    source: Annotated[
+        str | None,
+        typer.Option(
+            help="Name of the data's source (e.g. shop-eu): investigations of the same source "
+            "share memory as its data changes (default: only investigations of identical data)."
+        ),
+    ] = None,
     prefect: Annotated[
         bool | None,
         typer.Option(
@@ -368,6 +376,7 @@ def investigate(
         model=model,
         remember=remember,
         prefect=prefect,
+        source=source,
     )
 
 

@@ -27,6 +27,7 @@ from tasks import (
     load,
     persist,
     report,
+    storage,
 )
 from tasks import (
     investigate as investigate_mod,
@@ -56,12 +57,15 @@ def investigate(
     max_depth: int | None = None,
     min_support: float | None = None,
     metrics_file: str | None = None,
+    source: str | None = None,
 ) -> dict[str, Any]:
     """Explain why ``metric`` moved from ``baseline`` to ``comparison`` (date ranges
     ``YYYY-MM-DD:YYYY-MM-DD`` on ``time_column``, or labels of ``period_column``) and write
     result.json, report.md and the evidence ledger into ``out``. Without ANTHROPIC_API_KEY, or
-    with ``offline``, the offline planner investigates."""
+    with ``offline``, the offline planner investigates. ``source`` names where the data comes
+    from, so that investigations of its later versions share memory with this one."""
     offline = offline or not os.environ.get("ANTHROPIC_API_KEY")
+    source = _source_name(source)
     db = _load(data, db, out)
     qargs = {
         "metric": metric, "table": table, "time_column": time_column,
@@ -74,7 +78,9 @@ def investigate(
         if metrics_file:  # a named metric's definition is part of what is cached on
             h = decompose.fingerprint_hash({"data": h, "metrics": _file_hash(metrics_file)})
         explanation = _step(decompose, "decompose", db, qargs, h)
-        history = _step(persist, "recall_history", db, qargs, explanation) if remember else None
+        history = (
+            _step(persist, "recall_history", db, qargs, explanation, source) if remember else None
+        )
         if history and history.get("warning"):
             _say(f"warning: {history['warning']}")
         elif history and history["similar"]:
@@ -89,7 +95,9 @@ def investigate(
         _artifacts(written["report_md"], result)
         saved = None
         if remember:
-            saved = _step(persist, "remember", db, qargs, result, entries, written["report_md"])
+            saved = _step(
+                persist, "remember", db, qargs, result, entries, written["report_md"], source
+            )
             if saved.get("warning"):
                 _say(f"warning: {saved['warning']}")
     finally:
@@ -113,6 +121,16 @@ def _say(message: str) -> None:
         get_run_logger().info(message)
     else:
         print(message, file=sys.stderr)
+
+
+def _source_name(source: str | None) -> str | None:
+    """The data source's name, spaces collapsed; None when not given."""
+    if source is None:
+        return None
+    name = " ".join(source.split())
+    if not 1 <= len(name) <= 1000:
+        raise ValueError(f"a source name has 1 to 1000 characters, got {source[:80]!r}")
+    return name
 
 
 def _file_hash(path: str) -> str:
@@ -147,7 +165,7 @@ def _step(module: ModuleType, name: str, *args: Any) -> Any:
 
 def _load(data: list[str], db: str | None, out: str) -> str:
     Path(out).mkdir(parents=True, exist_ok=True)
-    local = _fetch(data, out)
+    local = storage.local_paths(data, Path(out) / "uploads", say=_say)
     if len(local) == 1 and local[0].endswith(".duckdb") and db is None:
         return local[0]
     target = db or str(Path(out) / "data.duckdb")
@@ -155,23 +173,6 @@ def _load(data: list[str], db: str | None, out: str) -> str:
     for t in loaded.tables:
         _say(f"{t.status:9} {t.table}: {t.rows:,} rows")
     return target
-
-
-def _fetch(data: list[str], out: str) -> list[str]:
-    """``supabase://bucket/prefix`` locations downloaded (and verified) into OUT/uploads."""
-    local: list[str] = []
-    for p in data:
-        text = str(p)
-        if not text.startswith("supabase:"):
-            local.append(text)
-            continue
-        from tasks.storage import download_uploads
-
-        url = "supabase://" + text[len("supabase:") :].lstrip("/")
-        got = download_uploads(url, Path(out) / "uploads")
-        _say(f"downloaded {len(got)} file(s) from {url}")
-        local += [str(g) for g in got]
-    return local
 
 
 def _map_hypotheses(

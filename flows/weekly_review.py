@@ -3,12 +3,15 @@ moved.
 
 ``metrics.yaml`` names the metrics (its ``metrics:`` section, the format ``--metric NAME``
 reads) and says what to review (its ``review:`` section: data, table, time column, dimensions,
-thresholds). The review compares the last complete week (Monday to Sunday before ``as_of``) with
-the week before. Each metric is measured first with the engine, cheaply; only a move that is
-significant (p below ``alpha``) and at least ``min_relative_change`` runs the ``investigate`` flow,
-as a subflow, into ``OUT/<metric>/<week>``. A week whose data has not arrived yet, or that was
-already reviewed on the same data, is skipped with the reason. A markdown artifact
-``weekly-review`` lists every metric, moved or not.
+thresholds). Data in Supabase Storage (``supabase://bucket/prefix``) is downloaded as
+``investigate`` downloads it, once, into ``OUT/uploads``. The review compares the last complete
+week (Monday to Sunday before ``as_of``) with the week before. Each metric is measured first with
+the engine, cheaply; only a move that is significant (p below ``alpha``) and at least
+``min_relative_change`` runs the ``investigate`` flow, as a subflow, into ``OUT/<metric>/<week>``,
+on the same files, remembered under the review's source name. A week whose data has not arrived
+yet (for a metric with filters: whose filtered rows have not), or that was already reviewed on
+the same data, is skipped with the reason. A markdown artifact ``weekly-review`` lists every
+metric, moved or not.
 """
 
 from __future__ import annotations
@@ -18,11 +21,13 @@ import json
 import os
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 from prefect import flow
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from tasks.storage import local_paths, storage_url
 
 STATE_FILE = "weekly-review-state.json"
 ARTIFACT_KEY = "weekly-review"
@@ -33,7 +38,16 @@ class ReviewConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    data: list[str] = Field(min_length=1, description="Files or folders, relative to the file.")
+    data: list[str] = Field(
+        min_length=1,
+        description="Files or folders, relative to the file, or supabase://bucket/prefix.",
+    )
+    source: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=1000,
+        description="The data's name in the investigation memory. Default: the data locations.",
+    )
     table: str | None = None
     time_column: str | None = None
     dimensions: list[str] | None = None
@@ -50,6 +64,7 @@ class Review(BaseModel):
     config: ReviewConfig
     metrics: list[str]
     data: list[str]
+    source: str
     metrics_only_file: str
     digest: str
 
@@ -66,33 +81,37 @@ def weekly_review(
 ) -> dict[str, Any]:
     """Review every metric of ``metrics_file`` for the last complete week before ``as_of``
     (default: today, UTC) against the week before; investigate the ones that moved."""
+    from prefect.logging import get_run_logger
+
     from tasks import decompose, load
 
     review = read_review(metrics_file, out, period_days)
     baseline, comparison = review_periods(as_of or datetime.now(UTC).date(), review.config)
     summary = _summary(review, baseline, comparison, out)
     db = str(Path(out) / "data.duckdb")
-    load.load(review.data, db)
+    files = local_paths(review.data, Path(out) / "uploads", say=get_run_logger().info)
+    load.load(files, db)
     try:
         h = decompose.data_hash(db)
         questions = {m: question_args(review, m, baseline, comparison) for m in review.metrics}
         latest = latest_dates(db, questions)
-        if all(d is None or d < comparison[1] for d in latest.values()):
+        if all(d.day is None or d.day < comparison[1] for d in latest.values()):
             return _skip(summary, no_new_data(latest, comparison))
         state = read_state(out)
         if not force and already_reviewed(state, summary["week"], h, review.digest):
             return _skip(summary, f"week {summary['week']} was already reviewed on this data")
         for name, qargs in questions.items():
-            row = {"metric": name, "latest_date": _iso(latest[name])}
+            day = latest[name].day
+            row = {"metric": name, "latest_date": _iso(day)}
             summary["metrics"].append(row)
-            if latest[name] is None or latest[name] < comparison[1]:
+            if day is None or day < comparison[1]:
                 row.update(moved=False, reason=f"no data through {comparison[1]}")
                 continue
             explanation = decompose.decompose_task(db, qargs, h)
             row.update(measurement(explanation, review.config))
             if row["moved"]:
                 target = Path(out) / name / summary["week"]
-                row["investigation"] = _investigate(review, qargs, target, offline, remember)
+                row["investigation"] = _investigate(review, files, qargs, target, offline, remember)
     finally:
         decompose.release(db)
     return _finish(summary, state, h, review.digest)
@@ -152,10 +171,14 @@ def read_review(
             f"the metrics are {', '.join(map(repr, defs))}"
         )
     base = path.resolve().parent
-    data = [str(base / d) for d in config.data]
+    data = [d if storage_url(d) else str(base / d) for d in config.data]
+    source = config.source or ", ".join(data)
+    if len(source) > 1000:
+        raise ValueError(f"{path}: review.data is too long to name the data; set review.source")
     return Review(
-        config=config, metrics=names, data=data, metrics_only_file=str(only), digest=digest
-    )
+        config=config, metrics=names, data=data, source=source, metrics_only_file=str(only),
+        digest=digest,
+    )  # fmt: skip
 
 
 def review_periods(as_of: date, config: ReviewConfig) -> tuple[tuple[date, date], ...]:
@@ -191,26 +214,41 @@ def question_args(
 # --------------------------------------------------------------------------------------------
 
 
-def latest_dates(db: str, questions: dict[str, dict[str, Any]]) -> dict[str, date | None]:
-    """The last day with data in each metric's table (on its time column)."""
+class Latest(NamedTuple):
+    """The last day with data for a metric, and whether only its filters' rows counted."""
+
+    day: date | None
+    filtered: bool
+
+
+def latest_dates(db: str, questions: dict[str, dict[str, Any]]) -> dict[str, Latest]:
+    """The last day with data for each metric: in its table, on its time column, among the
+    rows its filters keep (``country=US`` has no new data when only other countries arrived)."""
     from sql_tools import ToolContext, call
     from tasks.decompose import question_of
 
-    out: dict[str, date | None] = {}
+    out: dict[str, Latest] = {}
     with ToolContext(db) as ctx:
         for name, qargs in questions.items():
             q = question_of(ctx, qargs)
-            measure = {"agg": "max", "column": q.periods.time_column}
-            res = call(ctx, "metric_aggregate", {"table": q.metric.table, "measures": [measure]})
+            args = {
+                "table": q.metric.table,
+                "measures": [{"agg": "max", "column": q.periods.time_column}],
+                "filters": [f.model_dump(mode="json") for f in q.metric.filters],
+            }
+            res = call(ctx, "metric_aggregate", args)
             value = next(iter(res.rows[0].values()), None) if res.rows else None  # type: ignore[attr-defined]
-            out[name] = None if value is None else date.fromisoformat(str(value)[:10])
+            day = None if value is None else date.fromisoformat(str(value)[:10])
+            out[name] = Latest(day, bool(q.metric.filters))
     return out
 
 
-def no_new_data(latest: dict[str, date | None], comparison: tuple[date, date]) -> str:
+def no_new_data(latest: dict[str, Latest], comparison: tuple[date, date]) -> str:
     """Why there is nothing to review yet."""
-    known = [d for d in latest.values() if d is not None]
+    known = [d.day for d in latest.values() if d.day is not None]
     last = f"the data ends on {max(known)}" if known else "the data has no dates"
+    if any(d.filtered for d in latest.values()):
+        last += " (counting only rows the metrics' filters keep)"
     return f"no new data: {last}, before the end of the week under review ({comparison[1]})"
 
 
@@ -264,17 +302,23 @@ def measurement(explanation: dict[str, Any], config: ReviewConfig) -> dict[str, 
 
 
 def _investigate(
-    review: Review, qargs: dict[str, Any], target: Path, offline: bool, remember: bool
+    review: Review,
+    files: list[str],
+    qargs: dict[str, Any],
+    target: Path,
+    offline: bool,
+    remember: bool,
 ) -> dict[str, Any]:
-    """Run the ``investigate`` flow as a subflow; its folder, run id, link and answer."""
+    """Run the ``investigate`` flow as a subflow on the files the review measured (already
+    downloaded when they came from Supabase Storage); its folder, run id, link and answer."""
     from prefect.utilities.urls import url_for
 
     from flows.investigate import investigate
 
     args = {k: v for k, v in qargs.items() if k in _INVESTIGATE_ARGS}
     state = investigate(
-        data=review.data, out=str(target), offline=offline, remember=remember, return_state=True,
-        **args,
+        data=files, out=str(target), offline=offline, remember=remember, source=review.source,
+        return_state=True, **args,
     )  # fmt: skip
     run_id = str(state.state_details.flow_run_id)
     found: dict[str, Any] = {

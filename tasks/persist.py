@@ -2,6 +2,9 @@
 
 The run id is derived from the data's fingerprint and the question, so investigating the same
 question on the same data again updates one stored investigation instead of adding another.
+Memory is kept per dataset: past dismissed findings count only when they were made on the same
+data (the same contents, or the same named source); similar investigations of other data are
+listed, marked as such.
 """
 
 from __future__ import annotations
@@ -9,11 +12,14 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tasks._prefect import lazy_tasks
 from tasks.decompose import fingerprint
 from tasks.engine.spec import Question
+
+if TYPE_CHECKING:
+    from tasks.store.models import DataIdentity
 
 
 def run_id(data: dict[str, str], question: dict[str, Any]) -> str:
@@ -41,12 +47,18 @@ def history_query(q: Question, result: dict[str, Any]) -> str:
 
 
 def recall(
-    store: Any, q: Question, result: dict[str, Any], k: int = 3, exclude: str | None = None
+    store: Any,
+    q: Question,
+    result: dict[str, Any],
+    data: DataIdentity,
+    k: int = 3,
+    exclude: str | None = None,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(similar past investigations, past dismissed findings of this metric) as plain dicts."""
+    """(similar past investigations, each saying whether it read the same data, and past
+    dismissed findings of this metric on this data) as plain dicts."""
     from tasks.store.history import similar_investigations
 
-    rows = similar_investigations(store, history_query(q, result), k=k + 1)
+    rows = similar_investigations(store, history_query(q, result), k=k + 1, data=data)
     similar = [
         {
             "run_id": r.run_id,
@@ -55,19 +67,20 @@ def recall(
             "metric": r.metric,
             "periods": r.periods,
             "root_causes": r.root_causes,
+            "same_data": r.same_data,
         }
         for r in rows
         if r.run_id != exclude
     ][:k]
     segments = [s.get("segment") or {} for s in (result.get("drivers") or [])]
     segments += [s.get("segment") or {} for s in (result.get("root_causes") or [])]
-    dismissed = store.dismissed_findings(q.metric.expression, segments)
+    dismissed = store.dismissed_findings(q.metric.expression, segments, data=data)
     return similar, [d for d in dismissed if d.get("run_id") != exclude]
 
 
 def record(
     rid: str,
-    data: dict[str, str],
+    data: DataIdentity,
     q: Question,
     result: dict[str, Any],
     evidence: list[dict[str, Any]],
@@ -79,7 +92,8 @@ def record(
     return InvestigationRecord(
         run_id=rid,
         created_at=datetime.now(UTC),
-        data_fingerprint=data,
+        data_fingerprint=data.fingerprint,
+        data_source=data.source,
         metric=q.metric.expression,
         metric_name=q.metric.name,
         table=q.metric.table,
@@ -94,23 +108,30 @@ def record(
     )
 
 
-def _identity(db: str, qargs: dict[str, Any]) -> tuple[Question, dict[str, str], str]:
-    """The question, the data's fingerprint and the run id of (data, question)."""
+def _identity(
+    db: str, qargs: dict[str, Any], source: str | None
+) -> tuple[Question, DataIdentity, str]:
+    """The question, the identity of the data it reads and the run id of (data, question)."""
     from tasks.decompose import open_question
+    from tasks.store.models import DataIdentity
 
     ctx, q = open_question(db, qargs)
     data_fp = fingerprint(ctx)
-    return q, data_fp, run_id(data_fp, question_dict(q))
+    data = DataIdentity(table=q.metric.table, fingerprint=data_fp, source=source)
+    return q, data, run_id(data_fp, question_dict(q))
 
 
-def recall_history(db: str, qargs: dict[str, Any], explanation: dict[str, Any]) -> dict[str, Any]:
-    """``{"similar": [...], "dismissed": [...], "warning": str | None}`` from the store."""
+def recall_history(
+    db: str, qargs: dict[str, Any], explanation: dict[str, Any], source: str | None = None
+) -> dict[str, Any]:
+    """``{"similar": [...], "dismissed": [...], "warning": str | None}`` from the store;
+    ``source`` names the data's source, if it has a name."""
     from tasks.store import StoreError, store_from_config
 
-    q, data_fp, rid = _identity(db, qargs)
+    q, data, rid = _identity(db, qargs, source)
     try:
         with store_from_config() as store:
-            similar, dismissed = recall(store, q, explanation, exclude=rid)
+            similar, dismissed = recall(store, q, explanation, data, exclude=rid)
     except (StoreError, OSError) as exc:
         return {
             "similar": [],
@@ -126,13 +147,14 @@ def remember(
     result: dict[str, Any],
     entries: list[dict[str, Any]],
     report_md: str,
+    source: str | None = None,
 ) -> dict[str, Any]:
     """Save the investigation whole; ``{"run_id", "warning"}`` (a store problem is a warning:
     the outputs are already written, and Supabase outages go to the local outbox)."""
     from tasks.store import StoreError, store_from_config
 
-    q, data_fp, rid = _identity(db, qargs)
-    rec = record(rid, data_fp, q, result, entries, report_md)
+    q, data, rid = _identity(db, qargs, source)
+    rec = record(rid, data, q, result, entries, report_md)
     try:
         with store_from_config() as store:
             store.save_investigation(rec)

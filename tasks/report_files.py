@@ -31,7 +31,7 @@ from tasks.charts import (
     timeseries_png,
     waterfall_png,
 )
-from tasks.engine.report import fmt
+from tasks.engine.report import OTHER_DATA_NOTE, fmt
 
 __all__ = ["DailySeries", "charts_markdown", "daily_series", "render_html", "write_report_files"]
 
@@ -438,14 +438,18 @@ def _similar(result: dict[str, Any]) -> list[str]:
     past = result.get("similar_investigations") or []
     if not past:
         return []
-    lines = ["<h2>Similar past investigations</h2>", "<ul>"]
+    lines = ["<h2>Similar past investigations</h2>"]
+    if any(p.get("same_data") is False for p in past):
+        lines.append(f"<p>{OTHER_DATA_NOTE.format(mark='<strong>Other data</strong>')}</p>")
+    lines.append("<ul>")
     for p in past:
         causes = "; ".join(h(c) for c in p.get("root_causes") or []) or "no root cause"
         score = p.get("score")
         sim = f"{score:.2f}" if isinstance(score, int | float) else "n/a"
+        other = ", <strong>other data</strong>" if p.get("same_data") is False else ""
         lines.append(
-            f"<li>{h(p.get('date'))}: {h(p.get('metric'))}, {h(p.get('periods'))}: {causes} "
-            f"(similarity {sim}, run <code>{h(p.get('run_id'))}</code>)</li>"
+            f"<li>{h(p.get('date'))}{other}: {h(p.get('metric'))}, {h(p.get('periods'))}: "
+            f"{causes} (similarity {sim}, run <code>{h(p.get('run_id'))}</code>)</li>"
         )
     return [*lines, "</ul>"]
 

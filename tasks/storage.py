@@ -13,7 +13,7 @@ import hashlib
 import os
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
@@ -79,6 +79,33 @@ class RemoteFile:
 
 def is_storage_url(location: str) -> bool:
     return str(location).startswith(SCHEME)
+
+
+def storage_url(location: str | Path) -> str | None:
+    """The `supabase://bucket/prefix` a data location names, or None for a local path. A path
+    object turns `supabase://` into `supabase:/`; both are read as the URL."""
+    text = str(location)
+    if not text.startswith("supabase:"):
+        return None
+    return SCHEME + text[len("supabase:") :].lstrip("/")
+
+
+def local_paths(
+    locations: Sequence[str | Path], dest: str | Path, say: Callable[[str], None] | None = None
+) -> list[str]:
+    """Data locations as local paths: every `supabase://bucket/prefix` downloaded (and
+    verified) into `dest`, local paths as given. `say` hears one line per download."""
+    local: list[str] = []
+    for location in locations:
+        url = storage_url(location)
+        if url is None:
+            local.append(str(location))
+            continue
+        got = download_uploads(url, dest)
+        if say is not None:
+            say(f"downloaded {len(got)} file(s) from {url}")
+        local += [str(g) for g in got]
+    return local
 
 
 def parse_storage_url(url: str) -> StorageLocation:

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+IOS_52 = {"platform": "ios", "app_version": "5.2"}
 DEMO = ROOT / "data" / "demo"
 QUESTION = [
     "--metric", "sum(revenue)", "--time-column", "date",
@@ -28,12 +29,17 @@ def drilldown(store: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return proc
 
 
+def investigate_demo(store: Path, out: Path) -> dict:
+    """Investigate the demo data (events and users) into ``out``; its result.json."""
+    drilldown(store, "investigate", str(DEMO / "events.csv"), str(DEMO / "users.csv"),
+              "--table", "events", *QUESTION, "--out", str(out))  # fmt: skip
+    return json.loads((out / "result.json").read_text())
+
+
 def test_second_investigation_cites_the_first(tmp_path):
     store = tmp_path / "memory.duckdb"
     first, second = tmp_path / "first", tmp_path / "second"
-    drilldown(store, "investigate", str(DEMO / "events.csv"), str(DEMO / "users.csv"),
-              "--table", "events", *QUESTION, "--out", str(first))  # fmt: skip
-    r1 = json.loads((first / "result.json").read_text())
+    r1 = investigate_demo(store, first)
     assert r1["similar_investigations"] == []
     dismissed = [f["segment"] for f in r1["findings"] if f["status"] == "dismissed"]
     assert dismissed, "the first run dismissed a driver"
@@ -58,8 +64,7 @@ def test_second_investigation_cites_the_first(tmp_path):
     assert "## Similar past investigations" in report and first_id in report
 
     # running the first again updates it in place: still two investigations
-    drilldown(store, "investigate", str(DEMO / "events.csv"), str(DEMO / "users.csv"),
-              "--table", "events", *QUESTION, "--out", str(tmp_path / "again"))  # fmt: skip
+    investigate_demo(store, tmp_path / "again")
     lines = drilldown(store, "history", "ios app release revenue fell").stdout.splitlines()
     assert len(lines) == 2
     import duckdb
@@ -80,3 +85,61 @@ def test_no_remember_leaves_the_store_alone(tmp_path):
     drilldown(store, "investigate", str(DEMO / "events.csv"), *QUESTION, "--no-remember",
               "--out", str(tmp_path / "o"))  # fmt: skip
     assert not store.exists()
+
+
+def _another_shop(folder: Path) -> Path:
+    """A different dataset with the same table and columns as the demo (every amount doubled)."""
+    import csv
+
+    folder.mkdir()
+    with (
+        (DEMO / "events.csv").open(newline="") as src,
+        (folder / "events.csv").open("w", newline="") as dst,
+    ):
+        rows = csv.DictReader(src)
+        out = csv.DictWriter(dst, fieldnames=rows.fieldnames or [])
+        out.writeheader()
+        for row in rows:
+            out.writerow({**row, "revenue": f"{float(row['revenue']) * 2:.2f}"})
+    return folder / "events.csv"
+
+
+def test_memory_of_another_dataset_is_marked_and_suppresses_nothing(tmp_path):
+    store = tmp_path / "memory.duckdb"
+    first, second = tmp_path / "first", tmp_path / "second"
+    r1 = investigate_demo(store, first)
+    dismissed = [f["segment"] for f in r1["findings"] if f["status"] == "dismissed"]
+    assert dismissed == [{"country": "US"}]
+
+    # another shop's export: the same table, columns and metric, other data
+    drilldown(store, "investigate", str(_another_shop(tmp_path / "shop-b")), *QUESTION,
+              "--out", str(second))  # fmt: skip
+    r2 = json.loads((second / "result.json").read_text())
+    # the driver dismissed on the first shop's data is investigated again on this one
+    assert [h for h in r2["hypotheses"] if h["segment"] == {"country": "US"}]
+    [past] = r2["similar_investigations"]
+    assert past["same_data"] is False
+    # the first shop's root cause is cited as seen on other data, and weighs no more for it
+    cause = next(h for h in r2["hypotheses"] if h["segment"] == IOS_52)
+    assert "Seen before on other data" in cause["story"] and cause["cites"] == [past["run_id"]]
+    assert cause["prior"] == next(h for h in r1["hypotheses"] if h["segment"] == IOS_52)["prior"]
+    report = (second / "report.md").read_text()
+    section = report.split("## Similar past investigations", 1)[1].split("\n## ", 1)[0]
+    assert past["run_id"] in section and "other data" in section
+    assert "other data" in (second / "report.html").read_text()
+
+
+def test_a_named_source_carries_memory_to_its_next_version(tmp_path):
+    store = tmp_path / "memory.duckdb"
+    drilldown(store, "investigate", str(DEMO / "events.csv"), *QUESTION, "--source", "shop",
+              "--out", str(tmp_path / "week1"))  # fmt: skip
+    # the same source a week later: its rows changed, its name did not
+    later = tmp_path / "week2"
+    drilldown(store, "investigate", str(_another_shop(tmp_path / "export")), *QUESTION,
+              "--source", "shop", "--out", str(later))  # fmt: skip
+    result = json.loads((later / "result.json").read_text())
+    assert [p["same_data"] for p in result["similar_investigations"]] == [True]
+    cause = next(h for h in result["hypotheses"] if h["segment"] == IOS_52)
+    assert "Seen before: the investigation of" in cause["story"]
+    assert not [h for h in result["hypotheses"] if h["segment"] == {"country": "US"}]
+    assert "other data" not in (later / "report.md").read_text()

@@ -11,6 +11,7 @@ import tasks.store.base as store_base
 from tasks.store import RecordRejected, StoreError, memory_text
 from tasks.store.base import memory_document
 from tasks.store.history import format_history, similar_investigations
+from tasks.store.models import DataIdentity
 from tests.store_fixtures import TABLES, android_dau_drop, de_signup_drop, ios_revenue_drop
 
 ONE_EACH = dict.fromkeys(TABLES, 1)
@@ -52,7 +53,7 @@ def test_free_form_values_are_kept_as_given(store):
     )  # fmt: skip
     store.save_investigation(rec)
     assert store.get_investigation(rec.run_id) == rec
-    [dismissed] = store.dismissed_findings("sum(revenue)")
+    [dismissed] = store.dismissed_findings("sum(revenue)", data=rec.data_identity)
     assert dismissed["segment"] == {"users.plan": "pro"} and dismissed["claim"] == [1, 2]
 
 
@@ -166,17 +167,67 @@ def test_dismissed_findings_are_remembered_per_metric(store):
     )  # fmt: skip
     store.save_investigation(later)
     store.save_investigation(de_signup_drop())
-    found = store.dismissed_findings("sum(revenue)")
+    data = later.data_identity
+    found = store.dismissed_findings("sum(revenue)", data=data)
     # newest first, one per (segment, category), accepted findings left out
     assert [(f["segment"], f["run_id"]) for f in found] == [
         ({"platform": "android"}, "run-ios-revenue-2"),
         ({"country": "US"}, "run-ios-revenue-2"),
     ]
     assert found[0]["critique"] == "again inside the noise"
-    assert store.dismissed_findings("revenue") == found  # by metric name too
-    narrowed = store.dismissed_findings("sum(revenue)", segments=[{"country": "US"}])
+    assert store.dismissed_findings("revenue", data=data) == found  # by metric name too
+    narrowed = store.dismissed_findings("sum(revenue)", segments=[{"country": "US"}], data=data)
     assert [f["key"] for f in narrowed] == ["country=US|rate"]
-    assert store.dismissed_findings("count(*)") == []
+    assert store.dismissed_findings("count(*)", data=data) == []
+
+
+def test_dismissed_findings_of_other_data_suppress_nothing(store):
+    android = {
+        "key": "platform=android|mix",
+        "segment": {"platform": "android"},
+        "category": "mix",
+        "status": "dismissed",
+        "critique": "inside the noise",
+    }
+    plan = {"key": "users.plan=pro|rate", "segment": {"users.plan": "pro"}, "category": "rate",
+            "status": "dismissed", "critique": "too small"}  # fmt: skip
+    shop_a = ios_revenue_drop(findings=[android, plan], data_source="shop-a")
+    shop_b = ios_revenue_drop(
+        run_id="run-shop-b",
+        data_fingerprint={"events": "f" * 64},  # another dataset: the same table names
+        findings=[{**android, "segment": {"country": "US"}, "key": "country=US|rate"}],
+    )
+    for rec in (shop_a, shop_b):
+        store.save_investigation(rec)
+
+    def dismissed(**identity) -> list[str]:
+        data = DataIdentity(**{"table": "events", **identity})
+        return [f["key"] for f in store.dismissed_findings("sum(revenue)", data=data)]
+
+    assert dismissed(fingerprint=shop_a.data_fingerprint) == [android["key"], plan["key"]]
+    assert dismissed(fingerprint=shop_b.data_fingerprint) == ["country=US|rate"]
+    # the same events, other users: a finding about a users column no longer holds
+    assert dismissed(fingerprint={"events": "a" * 64, "users": "9" * 64}) == [android["key"]]
+    # new rows of a named source: its memory applies; of a source not named: nothing does
+    assert dismissed(fingerprint={"events": "7" * 64}, source="shop-a") == [
+        android["key"], plan["key"]]  # fmt: skip
+    assert dismissed(fingerprint={"events": "7" * 64}) == []
+    assert dismissed(fingerprint={"events": "7" * 64}, source="shop-b") == []
+    # the same metric on another table of the same data is another metric
+    assert dismissed(table="orders", fingerprint={**shop_a.data_fingerprint, "orders": "a"}) == []
+
+
+def test_similar_investigations_say_which_data_they_read(store):
+    here = ios_revenue_drop(data_source="shop-a")
+    there = ios_revenue_drop(run_id="run-shop-b", data_fingerprint={"events": "f" * 64})
+    for rec in (here, there):
+        store.save_investigation(rec)
+    hits = {h.run_id: h for h in store.search_similar("ios revenue fell", k=5)}
+    assert hits[here.run_id].data_identity == here.data_identity
+    assert hits[there.run_id].data_identity == there.data_identity
+    rows = similar_investigations(store, "ios revenue fell", data=here.data_identity)
+    assert {r.run_id: r.same_data for r in rows} == {here.run_id: True, there.run_id: False}
+    assert {r.same_data for r in similar_investigations(store, "ios revenue fell")} == {None}
 
 
 def test_list_is_newest_first_and_limited(store):
@@ -219,3 +270,30 @@ def test_history_lines_name_score_date_metric_causes_and_run(store):
         "(run run-ios-revenue)"
     )
     assert "platform=android, device=samsung" in lines[1]
+
+
+def test_a_store_file_of_the_first_schema_is_upgraded_keeping_what_it_holds(tmp_path, embedder):
+    from tasks.store import DuckDBStore
+
+    path = tmp_path / "store.duckdb"
+    old = ios_revenue_drop()
+    with DuckDBStore(path, embedder=embedder) as store:
+        store.save_investigation(old)
+        store.save_investigation(de_signup_drop())
+        con = store._cx()  # what a file written before sources were named looks like
+        con.execute("alter table investigations drop column data_source")
+        con.execute("update store_meta set value = '1' where key = 'schema_version'")
+
+    with DuckDBStore(path, embedder=embedder) as store:
+        assert store.get_investigation(old.run_id) == old
+        assert store.table_counts()["investigations"] == 2
+        [hit, _] = store.search_similar("ios revenue fell", k=2)
+        assert hit.run_id == old.run_id and hit.data_identity == old.data_identity
+        [dismissed] = store.dismissed_findings("sum(revenue)", data=old.data_identity)
+        assert dismissed["run_id"] == old.run_id
+        named = ios_revenue_drop(run_id="run-named", data_source="shop")
+        store.save_investigation(named)
+        assert store.get_investigation("run-named") == named
+    with DuckDBStore(path, embedder=embedder) as store:  # opening again changes nothing
+        assert store.get_investigation("run-named") == named
+        assert store._cx().execute("select value from store_meta").fetchall() == [("2",)]

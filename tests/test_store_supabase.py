@@ -4,6 +4,7 @@ and the outbox that keeps investigations while Supabase is unreachable."""
 from __future__ import annotations
 
 import socket
+import uuid
 from pathlib import Path
 
 import psycopg
@@ -248,3 +249,33 @@ def test_every_backend_satisfies_the_store_interface(tmp_path: Path, writer_dsn,
     for s in stores:
         assert isinstance(s, Store)
         s.close()
+
+
+def test_a_database_of_the_first_migration_is_upgraded_keeping_what_it_holds(pg_server, embedder):
+    from tests.conftest_pg import ROLES_SQL
+
+    name = "t_upgrade_" + uuid.uuid4().hex[:8]
+    with psycopg.connect(pg_server.admin_uri(), autocommit=True) as c:
+        c.execute(f'create database "{name}"')
+    try:
+        first, *later = migration_files()
+        with psycopg.connect(pg_server.admin_uri(name), autocommit=True) as c:
+            c.execute(ROLES_SQL.read_text())
+            c.execute(first.read_text())
+            c.execute("alter role drilldown_writer login")
+        old = ios_revenue_drop()
+        with PostgresStore(pg_server.writer_dsn(name), embedder=embedder) as store:
+            store.save_investigation(old)
+        with psycopg.connect(pg_server.admin_uri(name), autocommit=True) as c:
+            for f in later:
+                c.execute(f.read_text())
+        with PostgresStore(pg_server.writer_dsn(name), embedder=embedder) as store:
+            assert store.get_investigation(old.run_id) == old
+            [dismissed] = store.dismissed_findings("sum(revenue)", data=old.data_identity)
+            assert dismissed["run_id"] == old.run_id
+            named = ios_revenue_drop(run_id="run-named", data_source="shop")
+            store.save_investigation(named)
+            assert store.get_investigation("run-named") == named
+    finally:
+        with psycopg.connect(pg_server.admin_uri(), autocommit=True) as c:
+            c.execute(f'drop database "{name}" with (force)')

@@ -22,10 +22,12 @@ from flows.weekly_review import (
     render_summary,
     review_periods,
 )
+from tests.fake_storage import FakeStorage
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "metrics.yaml"
 NOISE = ROOT / "data" / "scenarios" / "pure_noise"
+DEMO = ROOT / "data" / "demo"
 IOS_52 = {"platform": "ios", "app_version": "5.2"}
 
 
@@ -116,6 +118,17 @@ def test_demo_week_investigates_revenue_only(demo_review):
     assert state["reviewed"]["2024-03-25"]["moved"] == ["revenue"]
 
 
+def test_the_investigations_remember_the_review_data_by_its_locations(demo_review):
+    from tasks.store import store_from_config
+
+    _, _, summary = demo_review
+    run_id = summary["metrics"][0]["investigation"]["run_id"]
+    with store_from_config() as store:
+        remembered = store.get_investigation(run_id)
+    assert remembered is not None
+    assert remembered.data_source == f"{DEMO / 'events.csv'}, {DEMO / 'users.csv'}"
+
+
 def test_same_week_again_is_skipped(demo_review):
     out, _, _ = demo_review
     run_id, summary = _run(metrics_file=str(EXAMPLE), as_of=date(2024, 4, 3), out=str(out))
@@ -135,6 +148,66 @@ def test_week_without_data_is_skipped(prefect_harness, tmp_path):
     )
     assert _subflows(run_id) == []
     assert not (tmp_path / "weekly-review-state.json").exists()
+
+
+def _metrics_file(folder: Path, data: list[str], metrics: list[str], **extra: Any) -> Path:
+    """The example metrics.yaml with a US-only revenue metric, reviewing ``metrics`` of
+    ``data``."""
+    doc = yaml.safe_load(EXAMPLE.read_text())
+    doc["metrics"]["us_revenue"] = {**doc["metrics"]["revenue"], "filters": ["country=US"]}
+    doc["review"].update(data=data, metrics=metrics, **extra)
+    path = folder / "metrics.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def test_a_metric_whose_filtered_rows_have_not_arrived_has_no_new_data(prefect_harness, tmp_path):
+    # the week of 2024-03-25 arrived without its US rows
+    lines = (DEMO / "events.csv").read_text().splitlines()
+    header = lines[0].split(",")
+    day, country = header.index("date"), header.index("country")
+    kept = [
+        line for line in lines[1:]
+        if not (line.split(",")[day] >= "2024-03-25" and line.split(",")[country] == "US")
+    ]  # fmt: skip
+    events = tmp_path / "events.csv"
+    events.write_text("\n".join([lines[0], *kept]) + "\n")
+    data = [str(events), str(DEMO / "users.csv")]
+
+    only_us = _metrics_file(tmp_path, data, ["us_revenue"])
+    out = tmp_path / "runs"
+    run_id, summary = _run(metrics_file=str(only_us), as_of=date(2024, 4, 1), out=str(out))
+    assert summary["status"] == "skipped"
+    assert summary["reason"] == (
+        "no new data: the data ends on 2024-03-24 (counting only rows the metrics' filters "
+        "keep), before the end of the week under review (2024-03-31)"
+    )
+    assert _subflows(run_id) == []
+
+    both = _metrics_file(tmp_path, data, ["sessions", "us_revenue"])
+    _, summary = _run(metrics_file=str(both), as_of=date(2024, 4, 1), out=str(out))
+    rows = {r["metric"]: r for r in summary["metrics"]}
+    assert rows["sessions"]["latest_date"] == "2024-03-31" and "change" in rows["sessions"]
+    assert rows["us_revenue"]["latest_date"] == "2024-03-24"
+    assert rows["us_revenue"]["reason"] == "no data through 2024-03-31"
+    assert "investigation" not in rows["us_revenue"]
+
+
+def test_data_in_supabase_storage_is_reviewed(prefect_harness, tmp_path, monkeypatch):
+    with FakeStorage(tmp_path / "buckets") as storage:
+        for name in ("events.csv", "users.csv"):
+            storage.put("uploads", f"acme/{name}", (DEMO / name).read_bytes())
+        monkeypatch.setenv("SUPABASE_URL", storage.url)
+        monkeypatch.setenv("SUPABASE_KEY", storage.key)
+        metrics = _metrics_file(tmp_path, ["supabase://uploads/acme"], ["revenue", "sessions"])
+        out = tmp_path / "runs"
+        _, summary = _run(metrics_file=str(metrics), as_of=date(2024, 4, 1), out=str(out))
+        assert summary["status"] == "reviewed" and summary["moved"] == ["revenue"]
+        inv = summary["metrics"][0]["investigation"]
+        assert inv["state"] == "COMPLETED" and inv["root_causes"] == [IOS_52]
+        # downloaded once, verified, and the investigation read the same files
+        assert storage.downloads("acme/events.csv") == 1
+        assert storage.downloads("acme/users.csv") == 1
 
 
 def test_nothing_moved_stays_quiet(prefect_harness, tmp_path):
@@ -213,6 +286,13 @@ def test_example_metrics_file(tmp_path):
     only = yaml.safe_load(Path(review.metrics_only_file).read_text())
     assert only == {"metrics": yaml.safe_load(EXAMPLE.read_text())["metrics"]}
     assert read_review(EXAMPLE, tmp_path, period_days=14).config.period_days == 14
+    # the data's name in the memory: its locations, unless the file names it
+    assert review.source == ", ".join(review.data)
+    named = _metrics_file(tmp_path, ["supabase://uploads/acme"], ["revenue"], source="acme")
+    assert read_review(named, tmp_path).source == "acme"
+    unnamed = _metrics_file(tmp_path, ["supabase://uploads/acme", "x.csv"], ["revenue"])
+    assert read_review(unnamed, tmp_path).data == [
+        "supabase://uploads/acme", str(tmp_path / "x.csv")]  # fmt: skip
 
 
 @pytest.mark.parametrize(

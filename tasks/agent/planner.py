@@ -46,23 +46,28 @@ def _key(segment: dict[str, Any]) -> frozenset[tuple[str, str]]:
 
 def _with_history(h: dict[str, Any], history: dict[str, Any]) -> dict[str, Any] | None:
     """A hypothesis told what past investigations said of its segment; None when a past
-    investigation dismissed it and this run's engine gives no new evidence (not a root cause)."""
+    investigation of this data dismissed it and this run's engine gives no new evidence (not a
+    root cause). A past investigation of other data is cited as such and does not raise the
+    prior; one of this data is cited first."""
     seg = _key(h.get("segment") or {})
     if not seg:
         return h
     for d in history.get("dismissed", []):
         if _key(d.get("segment") or {}) == seg and h.get("kind") == "driver":
             return None
-    for past in history.get("similar", []):
+    similar = sorted(history.get("similar", []), key=lambda p: p.get("same_data") is False)
+    for past in similar:
         if any(_key(_parse(c)) == seg for c in past.get("root_causes", [])):
+            other = past.get("same_data") is False
             note = (
-                f" Seen before: the investigation of {past['date']} ({past['metric']}, "
-                f"{past['periods']}, run {past['run_id']}) named the same segment."
+                f" Seen before{' on other data' if other else ''}: the investigation of "
+                f"{past['date']} ({past['metric']}, {past['periods']}, run {past['run_id']}) "
+                "named the same segment."
             )
             return {
                 **h,
                 "story": h["story"] + note,
-                "prior": min(0.95, h["prior"] + 0.1),
+                "prior": h["prior"] if other else min(0.95, h["prior"] + 0.1),
                 "cites": [past["run_id"]],
             }
     return h

@@ -13,6 +13,11 @@ from typing import Any
 
 from tasks.engine.result import Explanation, Segment
 
+# Said once above a list of similar past investigations when some of them read other data.
+OTHER_DATA_NOTE = (
+    "{mark} marks a past investigation of a different dataset (other contents, and not the "
+    "same named source): what it found is not evidence about this data."
+)
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>!|~#])")
 _LINKISH = re.compile(r"(?i)\b(http|ftp|file|javascript|data)(s?):|\bwww\.")
 
@@ -145,11 +150,15 @@ def render(e: Explanation, *, db: str | None = None) -> str:
     lines += _hypotheses(e, db)
     if e.similar_investigations:
         lines += ["## Similar past investigations", ""]
+        if any(p.get("same_data") is False for p in e.similar_investigations):
+            lines += [OTHER_DATA_NOTE.format(mark="**Other data**"), ""]
         for p in e.similar_investigations:
             causes = "; ".join(esc(c) for c in p.get("root_causes", [])) or "no root cause"
+            other = ", **other data**" if p.get("same_data") is False else ""
             lines.append(
-                f"- {esc(p.get('date'))}: {esc(p.get('metric'))}, {esc(p.get('periods'))}: "
-                f"{causes} (similarity {p.get('score', 0):.2f}, run `{esc(p.get('run_id'))}`)"
+                f"- {esc(p.get('date'))}{other}: {esc(p.get('metric'))}, "
+                f"{esc(p.get('periods'))}: {causes} "
+                f"(similarity {p.get('score', 0):.2f}, run `{esc(p.get('run_id'))}`)"
             )
         lines.append("")
     lines += ["## Check it yourself", ""]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Self, runtime_checkable
 
@@ -11,6 +11,7 @@ import numpy as np
 
 from tasks.store.embed import DIM, Embedder
 from tasks.store.models import (
+    DataIdentity,
     InvestigationRecord,
     InvestigationSummary,
     SimilarInvestigation,
@@ -59,8 +60,15 @@ class Store(Protocol):
     ) -> list[SimilarInvestigation]: ...
 
     def dismissed_findings(
-        self, metric: str, segments: Sequence[dict[str, Any]] | None = None
-    ) -> list[dict[str, Any]]: ...
+        self,
+        metric: str,
+        segments: Sequence[dict[str, Any]] | None = None,
+        *,
+        data: DataIdentity,
+    ) -> list[dict[str, Any]]:
+        """Findings dismissed by past investigations of this metric (expression or name) on
+        the same table and the same data as ``data`` (see `DataIdentity.same_data`)."""
+        ...
 
     def close(self) -> None: ...
 
@@ -154,6 +162,7 @@ def record_rows(record: InvestigationRecord) -> Rows:
         "question": data["question"],
         "result": data["result"],
         "data_fingerprint": data["data_fingerprint"],
+        "data_source": data["data_source"],
     }
     hypotheses = [
         {
@@ -248,15 +257,22 @@ def canonical_segment(segment: Any) -> str:
 
 
 def pick_dismissed(
-    rows: list[dict[str, Any]], segments: Sequence[dict[str, Any]] | None
+    found: Iterable[tuple[dict[str, Any], DataIdentity]],
+    segments: Sequence[dict[str, Any]] | None,
+    data: DataIdentity,
 ) -> list[dict[str, Any]]:
-    """Newest first; one per (segment, category); only the given segments when some are given."""
+    """Dismissed findings (each with the identity of the data its investigation read, newest
+    first) that were made on the same data as ``data``: one per (segment, category), only the
+    given segments when some are given."""
     wanted = None if segments is None else {canonical_segment(s) for s in segments}
     seen: set[tuple[str, str | None]] = set()
     out = []
-    for row in rows:
+    for row, read in found:
         seg = canonical_segment(row.get("segment"))
         if wanted is not None and seg not in wanted:
+            continue
+        segment = row.get("segment") if isinstance(row.get("segment"), dict) else None
+        if not data.same_data(read, segment):
             continue
         key = (seg, row.get("category"))
         if key in seen:
@@ -266,6 +282,9 @@ def pick_dismissed(
     return out
 
 
-def dismissed_row(details: dict[str, Any], run_id: str, created_at: Any) -> dict[str, Any]:
-    """A stored dismissed finding as handed back: the finding plus where it came from."""
-    return {**details, "run_id": run_id, "investigation_created_at": created_at}
+def dismissed_row(
+    details: dict[str, Any], run_id: str, created_at: Any, read: DataIdentity
+) -> tuple[dict[str, Any], DataIdentity]:
+    """A stored dismissed finding as handed back (the finding plus where it came from), with
+    the identity of the data it was made on."""
+    return {**details, "run_id": run_id, "investigation_created_at": created_at}, read

@@ -26,13 +26,14 @@ from tasks.store.base import (
 )
 from tasks.store.embed import DIM, Embedder
 from tasks.store.models import (
+    DataIdentity,
     InvestigationRecord,
     InvestigationSummary,
     SimilarInvestigation,
     root_causes_of,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 SCHEMA = f"""
 create table if not exists store_meta (key varchar primary key, value varchar not null);
@@ -48,7 +49,8 @@ create table if not exists investigations (
     comparison varchar not null,
     question json not null,
     result json not null,
-    data_fingerprint json not null
+    data_fingerprint json not null,
+    data_source varchar
 );
 create table if not exists hypotheses (
     run_id varchar not null,
@@ -114,6 +116,12 @@ create table if not exists outbox (
 );
 """
 
+# What a store file of each earlier schema version needs to reach the next one. Nothing is
+# rewritten: new columns start empty (an investigation saved before had no source name).
+UPGRADES = {
+    2: "alter table investigations add column if not exists data_source varchar",
+}
+
 TABLES = ("investigations", "hypotheses", "evidence", "findings", "reports", "memory_documents")
 CHILD_TABLES = TABLES[1:]
 
@@ -153,10 +161,37 @@ class DuckDBStore(StoreBase):
             first = str(e).splitlines()[0]
             raise StoreError(f"cannot open the store {str(self.path)!r}: {first}") from None
         self._con.execute("set TimeZone = 'UTC'")
-        self._con.execute(SCHEMA)
-        self._con.execute(
-            "insert or ignore into store_meta values ('schema_version', ?)", [str(SCHEMA_VERSION)]
-        )
+        try:
+            self._upgrade()
+        except BaseException:
+            self.close()
+            raise
+
+    def _upgrade(self) -> None:
+        """Create the tables of a new file, or bring an older file's schema up to date."""
+        con = self._cx()
+        con.execute("begin transaction")
+        try:
+            con.execute(SCHEMA)
+            row = con.execute(
+                "select value from store_meta where key = 'schema_version'"
+            ).fetchone()
+            version = int(row[0]) if row else SCHEMA_VERSION
+            if version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"the store {str(self.path)!r} has schema version {version}, newer than "
+                    f"this version of drilldown reads ({SCHEMA_VERSION}); upgrade drilldown"
+                )
+            for step in range(version + 1, SCHEMA_VERSION + 1):
+                con.execute(UPGRADES[step])
+            con.execute(
+                "insert or replace into store_meta values ('schema_version', ?)",
+                [str(SCHEMA_VERSION)],
+            )
+            con.execute("commit")
+        except BaseException:
+            con.execute("rollback")
+            raise
 
     # -- configuration -------------------------------------------------------------------------
     def close(self) -> None:
@@ -219,10 +254,13 @@ class DuckDBStore(StoreBase):
         inv = rows.investigation
         run_id = inv["run_id"]
         con.execute(
-            "insert into investigations values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "insert into investigations (run_id, content_hash, created_at, saved_at, metric, "
+            "metric_name, table_name, baseline, comparison, question, result, data_fingerprint, "
+            "data_source) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [run_id, inv["content_hash"], inv["created_at"], datetime.now(UTC), inv["metric"],
              inv["metric_name"], inv["table_name"], inv["baseline"], inv["comparison"],
-             _dumps(inv["question"]), _dumps(inv["result"]), _dumps(inv["data_fingerprint"])],
+             _dumps(inv["question"]), _dumps(inv["result"]), _dumps(inv["data_fingerprint"]),
+             inv["data_source"]],
         )  # fmt: skip
         after_write_step("investigation")
         if rows.hypotheses:
@@ -266,7 +304,8 @@ class DuckDBStore(StoreBase):
             con = self._cx()
             inv = con.execute(
                 "select run_id, created_at, data_fingerprint, metric, metric_name, table_name, "
-                "baseline, comparison, question, result from investigations where run_id = ?",
+                "baseline, comparison, question, result, data_source from investigations "
+                "where run_id = ?",
                 [run_id],
             ).fetchone()
             if inv is None:
@@ -287,6 +326,7 @@ class DuckDBStore(StoreBase):
             run_id=inv[0],
             created_at=inv[1],
             data_fingerprint=_loads(inv[2]),
+            data_source=inv[10],
             metric=inv[3],
             metric_name=inv[4],
             table=inv[5],
@@ -314,7 +354,7 @@ class DuckDBStore(StoreBase):
 
     _SUMMARY = (
         "select i.run_id, i.created_at, i.metric, i.metric_name, i.table_name, i.baseline, "
-        "i.comparison, i.result -> '$.root_causes'"
+        "i.comparison, i.result -> '$.root_causes', i.data_fingerprint, i.data_source"
     )
 
     @staticmethod
@@ -329,6 +369,8 @@ class DuckDBStore(StoreBase):
             "baseline": row[5],
             "comparison": row[6],
             "root_causes": root_causes_of({"root_causes": causes}),
+            "data_fingerprint": _loads(row[8]),
+            "data_source": row[9],
         }
 
     def list_investigations(self, limit: int = 20) -> list[InvestigationSummary]:
@@ -357,22 +399,30 @@ class DuckDBStore(StoreBase):
             [vector, model_name, metric, metric, k],
         )
         return [
-            SimilarInvestigation(**self._summary_fields(r), embedding_model=r[8], score=r[9])
+            SimilarInvestigation(**self._summary_fields(r), embedding_model=r[10], score=r[11])
             for r in rows
         ]
 
     def dismissed_findings(
-        self, metric: str, segments: Sequence[dict[str, Any]] | None = None
+        self,
+        metric: str,
+        segments: Sequence[dict[str, Any]] | None = None,
+        *,
+        data: DataIdentity,
     ) -> list[dict[str, Any]]:
         rows = self._all(
-            "select f.details, i.run_id, i.created_at from findings f "
-            "join investigations i using (run_id) "
+            "select f.details, i.run_id, i.created_at, i.data_fingerprint, i.data_source "
+            "from findings f join investigations i using (run_id) "
             "where f.status = 'dismissed' and (i.metric = ? or i.metric_name = ?) "
-            "order by i.created_at desc, f.position",
-            [metric, metric],
+            "and i.table_name = ? order by i.created_at desc, f.position",
+            [metric, metric, data.table],
         )
-        found = [dismissed_row(json.loads(r[0]), r[1], r[2]) for r in rows]
-        return pick_dismissed(found, segments)
+        found = [
+            dismissed_row(json.loads(r[0]), r[1], r[2],
+                          DataIdentity(table=data.table, fingerprint=_loads(r[3]), source=r[4]))
+            for r in rows
+        ]  # fmt: skip
+        return pick_dismissed(found, segments, data)
 
     def table_counts(self) -> dict[str, int]:
         """Rows per table, for diagnostics."""

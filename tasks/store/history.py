@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from tasks.store.base import Store
-from tasks.store.models import segment_text
+from tasks.store.models import DataIdentity, segment_text
 
 
 @dataclass(frozen=True)
@@ -19,12 +19,18 @@ class HistoryRow:
     root_causes: list[str]  # "col=val, col=val" per root cause
     run_id: str
     periods: str = ""
+    same_data: bool | None = None  # None when there was no data to compare with
 
 
 def similar_investigations(
-    store: Store, text: str, k: int = 5, metric: str | None = None
+    store: Store,
+    text: str,
+    k: int = 5,
+    metric: str | None = None,
+    data: DataIdentity | None = None,
 ) -> list[HistoryRow]:
-    """The `k` past investigations closest in meaning to `text` (optionally of one metric)."""
+    """The `k` past investigations closest in meaning to `text` (optionally of one metric),
+    each saying whether it read the same data as `data` when that is given."""
     rows = []
     for hit in store.search_similar(text, k=k, metric=metric):
         causes = [
@@ -41,6 +47,7 @@ def similar_investigations(
                 root_causes=causes,
                 run_id=hit.run_id,
                 periods=f"{hit.baseline} -> {hit.comparison}",
+                same_data=None if data is None else data.same_data(hit.data_identity),
             )
         )
     return rows

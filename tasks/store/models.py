@@ -10,7 +10,43 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
-class InvestigationRecord(BaseModel):
+class DataIdentity(BaseModel):
+    """The data an investigation read: its metric's table, the SHA-256 of each loaded table's
+    contents, and the name of its source when it was given one (``--source``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    table: str
+    fingerprint: dict[str, str] = Field(default_factory=dict)
+    source: str | None = None
+
+    def same_data(self, other: DataIdentity, segment: dict[str, Any] | None = None) -> bool:
+        """True when both name the same source, or when every table involved (both metrics'
+        tables, and a joined table a segment column names as ``table.column``) was loaded from
+        the same contents in both."""
+        if self.source is not None and self.source == other.source:
+            return True
+        tables = {self.table, other.table}
+        tables |= {str(col).split(".", 1)[0] for col in segment or {} if "." in str(col)}
+        mine, theirs = self.fingerprint, other.fingerprint
+        return all(mine.get(t) is not None and mine.get(t) == theirs.get(t) for t in tables)
+
+
+class _ReadsData(BaseModel):
+    """The fields that say which data an investigation read."""
+
+    table: str
+    data_fingerprint: dict[str, str] = Field(default_factory=dict)  # table -> sha256 of its data
+    data_source: str | None = Field(default=None, min_length=1, max_length=1000)
+
+    @property
+    def data_identity(self) -> DataIdentity:
+        return DataIdentity(
+            table=self.table, fingerprint=self.data_fingerprint, source=self.data_source
+        )
+
+
+class InvestigationRecord(_ReadsData):
     """One finished investigation: question, answer, reasoning, evidence and report.
 
     `run_id` is the natural key: saving the same record again is a no-op, saving a changed record
@@ -21,10 +57,8 @@ class InvestigationRecord(BaseModel):
 
     run_id: str = Field(min_length=1, max_length=200)
     created_at: datetime
-    data_fingerprint: dict[str, str] = Field(default_factory=dict)  # table -> sha256 of its data
     metric: str = Field(min_length=1)  # the metric expression, e.g. "sum(revenue)"
     metric_name: str | None = None
-    table: str
     baseline: str  # period labels
     comparison: str
     question: dict[str, Any] = Field(default_factory=dict)
@@ -49,14 +83,13 @@ class InvestigationRecord(BaseModel):
         return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-class InvestigationSummary(BaseModel):
+class InvestigationSummary(_ReadsData):
     """A stored investigation in one line's worth of fields."""
 
     run_id: str
     created_at: datetime
     metric: str
     metric_name: str | None = None
-    table: str
     baseline: str
     comparison: str
     root_causes: list[dict[str, Any]] = Field(default_factory=list)

@@ -33,6 +33,7 @@ from tasks.store.base import (
 )
 from tasks.store.embed import Embedder
 from tasks.store.models import (
+    DataIdentity,
     InvestigationRecord,
     InvestigationSummary,
     SimilarInvestigation,
@@ -213,7 +214,7 @@ class PostgresStore(StoreBase):
             try:
                 inv = conn.execute(
                     "select id, run_id, created_at, data_fingerprint, metric, metric_name, "
-                    "table_name, baseline, comparison, question, result "
+                    "table_name, baseline, comparison, question, result, data_source "
                     "from public.investigations where run_id = %s",
                     [run_id],
                 ).fetchone()
@@ -242,6 +243,7 @@ class PostgresStore(StoreBase):
             run_id=inv[1],
             created_at=inv[2],
             data_fingerprint=inv[3],
+            data_source=inv[11],
             metric=inv[4],
             metric_name=inv[5],
             table=inv[6],
@@ -257,7 +259,7 @@ class PostgresStore(StoreBase):
 
     _SUMMARY = (
         "select i.run_id, i.created_at, i.metric, i.metric_name, i.table_name, i.baseline, "
-        "i.comparison, i.result -> 'root_causes'"
+        "i.comparison, i.result -> 'root_causes', i.data_fingerprint, i.data_source"
     )
 
     @staticmethod
@@ -271,6 +273,8 @@ class PostgresStore(StoreBase):
             "baseline": row[5],
             "comparison": row[6],
             "root_causes": root_causes_of({"root_causes": row[7]}),
+            "data_fingerprint": row[8],
+            "data_source": row[9],
         }
 
     def list_investigations(self, limit: int = 20) -> list[InvestigationSummary]:
@@ -302,18 +306,27 @@ class PostgresStore(StoreBase):
             [np.asarray(vector, dtype=np.float32), k, Jsonb(flt)],
         )
         return [
-            SimilarInvestigation(**self._summary_fields(r), embedding_model=r[8], score=r[9])
+            SimilarInvestigation(**self._summary_fields(r), embedding_model=r[10], score=r[11])
             for r in rows
         ]
 
     def dismissed_findings(
-        self, metric: str, segments: Sequence[dict[str, Any]] | None = None
+        self,
+        metric: str,
+        segments: Sequence[dict[str, Any]] | None = None,
+        *,
+        data: DataIdentity,
     ) -> list[dict[str, Any]]:
         rows = self._read(
-            "select f.details, i.run_id, i.created_at from public.findings f "
-            "join public.investigations i on i.id = f.investigation_id "
+            "select f.details, i.run_id, i.created_at, i.data_fingerprint, i.data_source "
+            "from public.findings f join public.investigations i on i.id = f.investigation_id "
             "where f.status = 'dismissed' and (i.metric = %s or i.metric_name = %s) "
-            "order by i.created_at desc, f.position",
-            [metric, metric],
+            "and i.table_name = %s order by i.created_at desc, f.position",
+            [metric, metric, data.table],
         )
-        return pick_dismissed([dismissed_row(r[0], r[1], r[2]) for r in rows], segments)
+        found = [
+            dismissed_row(r[0], r[1], r[2],
+                          DataIdentity(table=data.table, fingerprint=r[3], source=r[4]))
+            for r in rows
+        ]  # fmt: skip
+        return pick_dismissed(found, segments, data)

@@ -19,7 +19,12 @@ import numpy as np
 from tasks.store.base import RecordRejected, StoreBase, StoreUnavailable, memory_document
 from tasks.store.duckdb_store import DuckDBStore, default_path
 from tasks.store.embed import Embedder
-from tasks.store.models import InvestigationRecord, InvestigationSummary, SimilarInvestigation
+from tasks.store.models import (
+    DataIdentity,
+    InvestigationRecord,
+    InvestigationSummary,
+    SimilarInvestigation,
+)
 from tasks.store.postgres_store import PostgresStore
 
 log = logging.getLogger("drilldown.store")
@@ -179,9 +184,13 @@ class SupabaseStore(StoreBase):
             return self._fallback(e).search_similar(query, k, metric=metric, model=model)
 
     def dismissed_findings(
-        self, metric: str, segments: Sequence[dict[str, Any]] | None = None
+        self,
+        metric: str,
+        segments: Sequence[dict[str, Any]] | None = None,
+        *,
+        data: DataIdentity,
     ) -> list[dict[str, Any]]:
         try:
-            return self.remote.dismissed_findings(metric, segments)
+            return self.remote.dismissed_findings(metric, segments, data=data)
         except StoreUnavailable as e:
-            return self._fallback(e).dismissed_findings(metric, segments)
+            return self._fallback(e).dismissed_findings(metric, segments, data=data)
