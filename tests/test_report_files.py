@@ -22,6 +22,13 @@ from tasks.charts import daily_series, waterfall_bars
 from tasks.engine.report import fmt, render, segment_text
 from tasks.engine.result import Explanation
 from tasks.report_files import charts_markdown, write_report_files
+from tests.report_tables import (
+    SEGMENT_SECTIONS,
+    html_tables,
+    md_tables,
+    named_twice,
+    one_precision,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "data" / "demo"
@@ -443,54 +450,6 @@ def test_charts_markdown_links_only_our_files(demo: dict[str, Any]) -> None:
 
 # --- one name per segment, one precision per column ---------------------------------------------
 
-SEGMENT_SECTIONS = ("Root causes", "Moving the other way", "Other segments that moved")
-NUMBER = re.compile(r"-?[\d,]+(\.\d+)?")
-
-
-def md_tables(md: str) -> dict[str, list[list[str]]]:
-    """The body rows of each table in report.md, by the heading above it (cells unescaped)."""
-    tables: dict[str, list[list[str]]] = {}
-    section, header = "", False
-    for line in md.splitlines():
-        if line.startswith("## "):
-            section, header = line[3:], True
-        elif line.startswith("|"):
-            if set(line) <= set("|-: "):
-                continue
-            if header:
-                header = False
-                continue
-            cells = [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
-            tables.setdefault(section, []).append([re.sub(r"\\(.)", r"\1", c) for c in cells])
-    return tables
-
-
-def html_tables(page: str) -> dict[str, list[list[str]]]:
-    """The body rows of each table in report.html, by the heading above it (tags stripped)."""
-    import html
-
-    tables: dict[str, list[list[str]]] = {}
-    for part in page.split("<h2>")[1:]:
-        title, _, body = part.partition("</h2>")
-        for row in re.findall(r"<tr><td>(.*?)</tr>", body, re.S):
-            cells = re.findall(r"(?:^|<td[^>]*>)(.*?)</td>", row, re.S)
-            tables.setdefault(title, []).append(
-                [html.unescape(re.sub(r"<[^>]+>", "", c)).strip() for c in cells]
-            )
-    return tables
-
-
-def places(cell: str) -> int | None:
-    """Decimal places of a number cell; None for anything else (n/a, text)."""
-    if not NUMBER.fullmatch(cell):
-        return None
-    return len(cell.split(".")[1]) if "." in cell else 0
-
-
-def one_precision(rows: list[list[str]], columns: tuple[int, ...]) -> bool:
-    found = {places(r[j]) for r in rows for j in columns} - {None}
-    return len(found) <= 1
-
 
 def rendered(run: dict[str, Any]) -> dict[str, dict[str, list[list[str]]]]:
     out = run["out"]
@@ -517,15 +476,8 @@ def test_numbers_in_a_column_share_one_precision(
 @pytest.mark.parametrize("question", ["demo", "ratio"])
 def test_the_report_names_each_segment_once(runs: dict[str, dict[str, Any]], question: str) -> None:
     for name, tables in rendered(runs[question]).items():
-        rows = [r for title in SEGMENT_SECTIONS for r in tables.get(title, [])]
-        assert rows
-        numbers = [tuple(r[1:]) for r in rows]
-        twice = {n for n in numbers if numbers.count(n) > 1}
-        assert not twice, f"{name}: rows with the same numbers under two names: " + repr(
-            [r[0] for r in rows if tuple(r[1:]) in twice]
-        )
-        names = [r[0].split(" (")[0] for r in rows]
-        assert len(names) == len(set(names)), (name, names)
+        assert [r for title in SEGMENT_SECTIONS for r in tables.get(title, [])]
+        assert not named_twice(tables), f"{name}: the same rows twice: {named_twice(tables)}"
 
 
 def test_other_movers_leave_out_the_root_cause_s_parts_and_mark_what_holds_it(
