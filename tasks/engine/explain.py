@@ -615,13 +615,15 @@ def one_name_each(
 def _same_rows(cube: Cube, i: int) -> list[int]:
     """Segment ``i`` and every segment covering the same rows, best name first."""
     s = cube.seg
-    # a necessary condition on the segments' own row counts narrows the leaf-level check
-    near = cube.seg_mask.any(axis=1)
-    for k in ("rowsb", "rowsc"):
-        near &= np.minimum(s[k], s[k][i]) >= SAME_ROWS * np.maximum(s[k], s[k][i])
-    near[i] = True
     leaf = cube.leaf
-    mass = [leaf[k] if k.startswith("rows") else np.abs(leaf[k]) for k in _MASS]
+    # a necessary condition on the segments' own sums (of statistics no leaf has negative)
+    # narrows the leaf-level check
+    near = cube.seg_mask.any(axis=1)
+    for k in _MASS:
+        if (leaf[k] >= 0).all():
+            near &= np.minimum(s[k], s[k][i]) >= SAME_ROWS * np.maximum(s[k], s[k][i])
+    near[i] = True
+    mass = [np.abs(leaf[k]) for k in _MASS]
     own = _leaf_members(cube, i)
     same = []
     for k in np.flatnonzero(near):
