@@ -31,7 +31,16 @@ from tasks.charts import (
     timeseries_png,
     waterfall_png,
 )
-from tasks.engine.report import OTHER_DATA_NOTE, fmt
+from tasks.engine.report import (
+    OTHER_DATA_NOTE,
+    RELATION,
+    Columns,
+    decimals,
+    fmt,
+    other_movers,
+    reported_name,
+    short_aliases,
+)
 
 __all__ = ["DailySeries", "charts_markdown", "daily_series", "render_html", "write_report_files"]
 
@@ -118,8 +127,8 @@ def code(value: Any) -> str:
     return html.escape(_INVISIBLE.sub("", str(value)), quote=False)
 
 
-def _num(x: Any, kind: str = "number") -> str:
-    return html.escape(fmt(x if isinstance(x, int | float) else None, kind))
+def _num(x: Any, kind: str = "number", places: int | None = None) -> str:
+    return html.escape(fmt(x if isinstance(x, int | float) else None, kind, places))
 
 
 def _p(x: Any) -> str:
@@ -130,11 +139,17 @@ def _share(x: Any) -> str:
     return "n/a" if not isinstance(x, int | float) else f"{x * 100:.1f}%"
 
 
-def segment_html(seg: dict[str, Any] | None) -> str:
-    """``platform = ios, app_version = 5.2`` escaped; ``everything`` for the population."""
+def segment_html(seg: dict[str, Any] | None, aliases: Sequence[dict[str, Any]] = ()) -> str:
+    """``platform = ios, app_version = 5.2`` escaped; ``everything`` for the population; other
+    names of as many columns as ``also: ...``."""
     if not seg:
         return "everything"
-    return ", ".join(f"<b>{h(k)}</b> = {h(v)}" for k, v in seg.items())
+    text = ", ".join(f"<b>{h(k)}</b> = {h(v)}" for k, v in seg.items())
+    also = short_aliases(seg, aliases)
+    if also:
+        text += ' <span class="muted">(also: '
+        text += "; ".join(segment_html(a) for a in also) + ")</span>"
+    return text
 
 
 # --- page ----------------------------------------------------------------------------------------
@@ -257,25 +272,45 @@ _SEG_HEAD = (
 )
 
 
-def _segment_table(rows: Sequence[dict[str, Any]], ratio: bool) -> list[str]:
+def _segment_table(
+    rows: Sequence[dict[str, Any]], ratio: bool, notes: Sequence[str] = ()
+) -> list[str]:
     out = ["<table>", _SEG_HEAD]
-    for s in rows:
+    cols = Columns.of(rows)
+    v, c = cols.values, cols.contribution
+    notes = [*notes, *[""] * (len(rows) - len(notes))]
+    for s, note in zip(rows, notes, strict=True):
         effect = h(s.get("effect"))
         if (
             ratio
             and isinstance(s.get("rate"), int | float)
             and isinstance(s.get("mix"), int | float)
         ):
-            effect += f" (rate {_num(s['rate'])}, mix {_num(s['mix'])})"
+            effect += f" (rate {_num(s['rate'], places=c)}, mix {_num(s['mix'], places=c)})"
         out.append(
-            f"<tr><td>{segment_html(s.get('segment'))}</td>"
-            f'<td class="n">{_num(s.get("baseline"))}</td>'
-            f'<td class="n">{_num(s.get("comparison"))}</td>'
-            f'<td class="n {_direction(s.get("contribution"))}">{_num(s.get("contribution"))}</td>'
+            f"<tr><td>{segment_html(s.get('segment'), s.get('aliases') or [])}{note}</td>"
+            f'<td class="n">{_num(s.get("baseline"), places=v)}</td>'
+            f'<td class="n">{_num(s.get("comparison"), places=v)}</td>'
+            f'<td class="n {_direction(s.get("contribution"))}">'
+            f"{_num(s.get('contribution'), places=c)}</td>"
             f'<td class="n">{_share(s.get("share"))}</td><td>{effect}</td>'
             f'<td class="n">{_p(s.get("p_value"))}</td></tr>'
         )
     return [*out, "</table>"]
+
+
+def _others_table(
+    rows: Sequence[dict[str, Any]], causes: Sequence[dict[str, Any]], ratio: bool, limit: int
+) -> list[str]:
+    """Drivers or offsetting segments beside the root causes (``other_movers``)."""
+    shown = other_movers(rows, causes)[:limit]
+    if not shown:
+        return []
+    notes = [
+        f' <span class="muted">({RELATION[rel]} {segment_html(seg)})</span>' if rel and seg else ""
+        for _, rel, seg in shown
+    ]
+    return _segment_table([dict(row) for row, _, _ in shown], ratio, notes)
 
 
 def _ratio(result: dict[str, Any]) -> bool:
@@ -337,13 +372,13 @@ def _charts(images: dict[str, bytes], notes: Sequence[str]) -> list[str]:
 def _segments(result: dict[str, Any]) -> list[str]:
     lines: list[str] = []
     ratio = _ratio(result)
-    offsetting = result.get("offsetting") or []
-    if offsetting:
-        lines += ["<h2>Moving the other way</h2>", *_segment_table(offsetting[:5], ratio)]
-    named = [rc.get("segment") for rc in result.get("root_causes") or []]
-    others = [d for d in result.get("drivers") or [] if d.get("segment") not in named][:10]
-    if others:
-        lines += ["<h2>Other segments that moved</h2>", *_segment_table(others, ratio)]
+    causes = result.get("root_causes") or []
+    table = _others_table(result.get("offsetting") or [], causes, ratio, 5)
+    if table:
+        lines += ["<h2>Moving the other way</h2>", *table]
+    table = _others_table(result.get("drivers") or [], causes, ratio, 10)
+    if table:
+        lines += ["<h2>Other segments that moved</h2>", *table]
     return lines
 
 
@@ -408,12 +443,21 @@ def _findings(result: dict[str, Any]) -> list[str]:
             "<h2>Findings</h2>",
             "<table><tr><th>finding</th><th>before</th><th>after</th><th>share</th><th>p</th></tr>",
         ]
+        reported = [
+            s for key in ("root_causes", "drivers", "offsetting") for s in result.get(key) or []
+        ]
+        places = decimals(v for f in accepted for v in (f.get("measured") or {}).values())
         for f in accepted:
             measured = f.get("measured") or {}
+            written = f.get("segment") or {}
+            name = reported_name(written, reported)
+            label = segment_html(name)
+            if name != written:
+                label += f' <span class="muted">(written as {segment_html(written)})</span>'
             lines.append(
-                f"<tr><td>{segment_html(f.get('segment'))} ({h(f.get('category'))})</td>"
-                f'<td class="n">{_num(measured.get("baseline"))}</td>'
-                f'<td class="n">{_num(measured.get("comparison"))}</td>'
+                f"<tr><td>{label} ({h(f.get('category'))})</td>"
+                f'<td class="n">{_num(measured.get("baseline"), places=places)}</td>'
+                f'<td class="n">{_num(measured.get("comparison"), places=places)}</td>'
                 f'<td class="n">{_share(f.get("share"))}</td>'
                 f'<td class="n">{_p(f.get("p_value"))}</td></tr>'
             )

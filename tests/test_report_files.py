@@ -19,8 +19,16 @@ from typing import Any
 import pytest
 
 from tasks.charts import daily_series, waterfall_bars
-from tasks.engine.report import fmt
+from tasks.engine.report import fmt, render, segment_text
+from tasks.engine.result import Explanation
 from tasks.report_files import charts_markdown, write_report_files
+from tests.report_tables import (
+    SEGMENT_SECTIONS,
+    html_tables,
+    md_tables,
+    named_twice,
+    one_precision,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "data" / "demo"
@@ -379,13 +387,14 @@ def test_page_names_the_root_cause_with_its_numbers(demo: dict[str, Any], page: 
     assert row is not None
     cells = re.findall(r"<td[^>]*>(.*?)</td>", row.group(1))
     assert cells == [
-        fmt(rc["baseline"]),
-        fmt(rc["comparison"]),
-        fmt(rc["contribution"]),
+        fmt(rc["baseline"], decimals=0),
+        fmt(rc["comparison"], decimals=0),
+        fmt(rc["contribution"], decimals=0),
         f"{rc['share'] * 100:.1f}%",
         rc["effect"],
         f"{rc['p_value']:.2g}",
     ]
+    assert cells[:3] == ["2,907", "700", "-2,207"]  # one precision: not 2,907 beside 700.15
     assert "Together they account for 80.3% of the change." in section
 
 
@@ -439,17 +448,99 @@ def test_charts_markdown_links_only_our_files(demo: dict[str, Any]) -> None:
     assert charts_markdown([]) == ""
 
 
+# --- one name per segment, one precision per column ---------------------------------------------
+
+
+def rendered(run: dict[str, Any]) -> dict[str, dict[str, list[list[str]]]]:
+    out = run["out"]
+    return {
+        "report.md": md_tables((out / "report.md").read_text(encoding="utf-8")),
+        "report.html": html_tables((out / "report.html").read_text(encoding="utf-8")),
+    }
+
+
+@pytest.mark.parametrize("question", ["demo", "ratio"])
+def test_numbers_in_a_column_share_one_precision(
+    runs: dict[str, dict[str, Any]], question: str
+) -> None:
+    for name, tables in rendered(runs[question]).items():
+        assert tables.get("Root causes"), f"{name}: no root-cause table"
+        for title in SEGMENT_SECTIONS:
+            rows = tables.get(title, [])
+            # before and after are one quantity in two periods: one precision for both
+            assert one_precision(rows, (1, 2)), (name, title, [r[1:3] for r in rows])
+            assert one_precision(rows, (3,)), (name, title, [r[3] for r in rows])
+        assert one_precision(tables.get("Findings", []), (1, 2)), (name, tables.get("Findings"))
+
+
+@pytest.mark.parametrize("question", ["demo", "ratio"])
+def test_the_report_names_each_segment_once(runs: dict[str, dict[str, Any]], question: str) -> None:
+    for name, tables in rendered(runs[question]).items():
+        assert [r for title in SEGMENT_SECTIONS for r in tables.get(title, [])]
+        assert not named_twice(tables), f"{name}: the same rows twice: {named_twice(tables)}"
+
+
+def test_other_movers_leave_out_the_root_cause_s_parts_and_mark_what_holds_it(
+    demo: dict[str, Any],
+) -> None:
+    r = demo["result"]
+    [rc] = r["root_causes"]
+    cause = rc["segment"]
+    inside = [
+        d for d in r["drivers"] if d["segment"] != cause and cause.items() <= d["segment"].items()
+    ]
+    holding = [
+        d for d in r["drivers"] if d["segment"] != cause and d["segment"].items() <= cause.items()
+    ]
+    assert inside and holding, "the demo's drivers hold parts of the root cause and its parents"
+    md = (demo["out"] / "report.md").read_text(encoding="utf-8")
+    section = md.split("## Other segments that moved", 1)[1].split("\n## ", 1)[0]
+    for d in inside:
+        assert f"| {segment_text(d['segment'])} |" not in section
+    shown = [d for d in holding if f"| {segment_text(d['segment'])} " in section]
+    assert shown
+    for d in shown:
+        mark = f"| {segment_text(d['segment'])} (contains the root cause {segment_text(cause)}) |"
+        assert mark in section
+
+
+def test_a_part_of_a_root_cause_moving_against_it_is_marked(demo: dict[str, Any]) -> None:
+    r = copy.deepcopy(demo["result"])
+    [rc] = r["root_causes"]
+    against = {**rc, "segment": {**rc["segment"], "country": "DE"}, "aliases": []}
+    against.update(contribution=55.0, share=-0.02, baseline=10.0, comparison=65.0)
+    along = {**rc, "segment": {**rc["segment"], "country": "FR"}, "aliases": []}
+    along.update(contribution=-45.0, share=0.016, baseline=50.0, comparison=5.0)
+    r["offsetting"] = [against]
+    r["drivers"] = [along, *r["drivers"]]
+    md = render(Explanation.model_validate(r))
+    page = render_html_of(r)
+    cause = segment_text(rc["segment"])
+    assert f"| {segment_text(against['segment'])} (part of root cause {cause}) |" in md
+    assert f"| {segment_text(along['segment'])} |" not in md
+    assert "(part of root cause <b>platform</b> = ios, <b>app_version</b> = 5.2)" in page
+    assert "<b>country</b> = FR" not in page
+
+
+def render_html_of(result: dict[str, Any]) -> str:
+    from tasks.report_files import render_html
+
+    return render_html(result, {})
+
+
 # --- hostile text -------------------------------------------------------------------------------
 
 IMG = "<img src=x onerror=alert(1)>"
 TITLE = "![x](https://attacker.example) <script>alert(2)</script>"
 ODD = "$\\frac{1}{0}$ \u202e🚀 中文"  # mathtext, a direction override, glyphs the font lacks
+SVG = "<svg onload=alert(8)>"
 
 
 def _hostile(result: dict[str, Any]) -> dict[str, Any]:
     r = copy.deepcopy(result)
     rc = r["root_causes"][0]
     rc["segment"] = {"platform": IMG, "app_version": ODD}
+    rc["aliases"] = [{"country": SVG}]
     rc["evidence"]["arguments"]["filters"] = [
         {"column": "platform", "op": "=", "value": IMG},
         {"column": "app_version", "op": "=", "value": ODD},
@@ -491,6 +582,7 @@ def test_hostile_text_renders_escaped(demo: dict[str, Any], tmp_path: Path) -> N
     assert "https://attacker" not in page and "http://attacker" not in page
     # What a reader sees instead: the text itself, inert.
     assert "&lt;img src=x onerror=alert(1)&gt;" in page
+    assert "(also: <b>country</b> = &lt;svg onload=alert(8)&gt;)" in page
     assert "![x](hxxps://attacker.example) &lt;script&gt;alert(2)&lt;/script&gt;" in page
     assert "&lt;/code&gt;&lt;/pre&gt;&lt;script&gt;alert(5)&lt;/script&gt;" in page
     assert "jxxxxxxxxt:alert(4)" in page and "www[.]attacker.example" in page

@@ -1,7 +1,8 @@
 """The Finding Gate: a claim becomes a finding only when the data says the same, again.
 
-``write_finding`` is idempotent by (segment, category): the same key updates in place. Before a
-finding is accepted the gate
+``write_finding`` is idempotent by (segment, category): the same key updates in place, and a
+segment written under another name of the same rows (a tied column such as ``app_version = web``
+for ``platform = web``) has the key of the engine's name. Before a finding is accepted the gate
 
 1. checks its evidence: every cited id is a successful call in this investigation's ledger, and
    the segment's values appear in what those calls returned (a value no query showed is not
@@ -45,8 +46,8 @@ class WriteFindingInput(StrictModel):
     and the ids of the tool calls (q-1, q-2, ...) whose results show them. The gate re-runs
     those calls and the segment's own query, checks your numbers (within 1%), the segment's
     share of the change, its volume and its significance, and answers accepted or dismissed
-    with a critique. The same segment and category again updates the finding. Only accepted
-    findings can confirm a hypothesis.
+    with a critique. The same segment and category again updates the finding, also under
+    another name of the same rows. Only accepted findings can confirm a hypothesis.
     """
 
     segment: dict[str, SegmentValue] = Field(
@@ -116,7 +117,8 @@ class Gate:
         exist or does not show the segment; the claim is still kept, dismissed.
         """
         segment = {str(k): v for k, v in inp.segment.items()}
-        key = finding_key(segment, inp.category)
+        # the same rows under another name (a tied column) are the same finding
+        key = finding_key(self.analysis.name_of(segment) or segment, inp.category)
         finding = Finding(
             key=key,
             hypothesis_id=hypothesis_id,

@@ -47,7 +47,16 @@ def engine_summary(e: Explanation, limit: int = 8) -> dict[str, Any]:
     """The engine's answer, small: change, root causes, top drivers, shift, data quality."""
 
     def seg(s: Any) -> dict[str, Any]:
-        keys = ("segment", "baseline", "comparison", "contribution", "share", "effect", "p_value")
+        keys = (
+            "segment",
+            "aliases",
+            "baseline",
+            "comparison",
+            "contribution",
+            "share",
+            "effect",
+            "p_value",
+        )
         return {k: getattr(s, k) for k in keys}
 
     return {

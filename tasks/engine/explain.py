@@ -90,13 +90,8 @@ class Analysis:
         """The engine's statistics for ``segment``; None when it was not among those searched
         (a column outside the search, more columns than the depth, or a value not present)."""
         cube = self.cube
-        try:
-            exact = {}
-            for k, v in segment.items():  # "5.2" from a model names the value 5.2
-                vals = cube.values[cube.dims.index(k)]
-                exact[k] = v if v in vals else next(x for x in vals if str(x) == str(v))
-            i = _index_of(cube, exact)
-        except (ValueError, IndexError, StopIteration):
+        i = self._find(segment)
+        if i is None:
             return None
         kind = self.explanation.metric.kind
         c = float(self.contrib["contribution"][i])
@@ -105,9 +100,10 @@ class Analysis:
         found = self.found
         key = json.dumps(cube.segment_dict(i), sort_keys=True, default=str)
         p = min(1.0, float(found.p[i]) * found.n_tested, self.cause_p.get(key, 1.0))
-        named = {
-            json.dumps(rc.segment, sort_keys=True, default=str)
+        named = {  # a root cause under any of its names
+            json.dumps(name, sort_keys=True, default=str)
             for rc in self.explanation.root_causes
+            for name in (rc.segment, *rc.aliases)
         }
         explained = False
         if key not in named and found.fit is not None:
@@ -130,6 +126,24 @@ class Analysis:
             comparison_volume=float(s["rowsc"][i]),
             support=float(support),
         )
+
+    def name_of(self, segment: dict[str, Any]) -> dict[str, Any] | None:
+        """The engine's name for the rows of ``segment`` (see :func:`one_name_each`): the
+        segment itself unless a tied column names them with fewer columns; None when it was
+        not among those searched."""
+        i = self._find(segment)
+        return None if i is None else self.cube.segment_dict(_same_rows(self.cube, i)[0])
+
+    def _find(self, segment: dict[str, Any]) -> int | None:
+        cube = self.cube
+        try:
+            exact = {}
+            for k, v in segment.items():  # "5.2" from a model names the value 5.2
+                vals = cube.values[cube.dims.index(k)]
+                exact[k] = v if v in vals else next(x for x in vals if str(x) == str(v))
+            return _index_of(cube, exact)
+        except (ValueError, IndexError, StopIteration):
+            return None
 
 
 def _dimensions(ctx: ToolContext, q: Question) -> tuple[list[str], list[str]]:
@@ -200,6 +214,7 @@ def _explain(ctx: ToolContext, q: Question) -> Analysis:
     direction = math.copysign(1.0, delta) if delta else 1.0
     causes.sort(key=lambda s: (-(s.contribution * direction > 0), -abs(s.contribution)))
     drivers, offsetting = _drivers(cube, contrib, found, eligible, direction)
+    causes, drivers, offsetting = one_name_each(cube, contrib, causes, drivers, offsetting)
     for c in [*causes, *drivers, *offsetting]:
         c.evidence = _evidence(ctx, q, c.segment)
     for c in causes:
@@ -261,10 +276,11 @@ def _explain(ctx: ToolContext, q: Question) -> Analysis:
         },
     )
     cause_p = {
-        json.dumps(c.segment, sort_keys=True, default=str): min(
+        json.dumps(name, sort_keys=True, default=str): min(
             1.0, (c.p_value if c.p_value is not None else 1.0) * found.n_tested
         )
         for c in causes
+        for name in (c.segment, *c.aliases)
     }
     return Analysis(explanation, cube, contrib, found, delta, cause_p)
 
@@ -577,6 +593,77 @@ def _with_mix(
         blocked |= _related(cube, i)
         rest_b, rest_c = rest_b - s["db"][i], rest_c - s["dc"][i]
     return causes
+
+
+SAME_ROWS = 0.99
+
+
+def one_name_each(
+    cube: Cube, contrib: dict[str, np.ndarray], *groups: list[Segment]
+) -> tuple[list[Segment], ...]:
+    """Segments that cover the same rows are one segment, named once.
+
+    Tied columns (every ``platform = web`` row has ``app_version = web``) and a joined copy of a
+    column (``country`` and ``users.country``) give one set of rows several names. Two segments
+    are the same rows when, in each period, the rows, the denominator and the absolute numerator
+    they share are at least ``SAME_ROWS`` of each one's own: counted on the leaves, which
+    partition the rows exactly, so a tie broken by a handful of stray rows still holds and a
+    segment that differs by more than a percent of its volume or of its metric stays apart.
+    Each segment takes the name with the fewest columns (base-table columns before joined ones,
+    then the columns' order), and its numbers; the other names become its ``aliases``. A list
+    that names the same rows twice keeps the first.
+    """
+    out = []
+    for group in groups:
+        kept: list[Segment] = []
+        seen: set[int] = set()
+        for s in group:
+            names = _same_rows(cube, _index_of(cube, s.segment))
+            if names[0] in seen:
+                continue
+            seen.add(names[0])
+            if cube.segment_dict(names[0]) != s.segment:
+                s = _segment(cube, contrib, names[0], s.p_value)  # type: ignore[arg-type]
+            s.aliases = [cube.segment_dict(k) for k in names[1:]]
+            kept.append(s)
+        out.append(kept)
+    return tuple(out)
+
+
+def _same_rows(cube: Cube, i: int) -> list[int]:
+    """Segment ``i`` and every segment covering the same rows, best name first."""
+    s = cube.seg
+    leaf = cube.leaf
+    # a necessary condition on the segments' own sums (of statistics no leaf has negative)
+    # narrows the leaf-level check
+    near = cube.seg_mask.any(axis=1)
+    for k in _MASS:
+        if (leaf[k] >= 0).all():
+            near &= np.minimum(s[k], s[k][i]) >= SAME_ROWS * np.maximum(s[k], s[k][i])
+    near[i] = True
+    mass = [np.abs(leaf[k]) for k in _MASS]
+    own = _leaf_members(cube, i)
+    same = []
+    for k in np.flatnonzero(near):
+        other = own if k == i else _leaf_members(cube, int(k))
+        shared = own & other
+        if all(m[shared].sum() >= SAME_ROWS * max(m[own].sum(), m[other].sum()) for m in mass):
+            same.append(int(k))
+
+    def rank(k: int) -> tuple[int, int, tuple[int, ...]]:
+        cols = tuple(int(j) for j in np.flatnonzero(cube.seg_mask[k]))
+        return len(cols), sum("." in cube.dims[j] for j in cols), cols
+
+    return sorted(same, key=rank)
+
+
+_MASS = ("rowsb", "rowsc", "db", "dc", "nb", "nc")
+
+
+def _leaf_members(cube: Cube, i: int) -> np.ndarray:
+    """Which leaves make up segment ``i``."""
+    cols = np.flatnonzero(cube.seg_mask[i])
+    return (cube.leaf_codes[:, cols] == cube.seg_codes[i, cols]).all(axis=1)
 
 
 def _index_of(cube: Cube, segment: dict[str, Any]) -> int:

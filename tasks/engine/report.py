@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from tasks.engine.result import Explanation, Segment
@@ -39,12 +41,16 @@ def esc(value: Any, limit: int = 120) -> str:
     return _MD_SPECIAL.sub(r"\\\1", _LINKISH.sub(_defang, text))
 
 
-def fmt(x: float | None, kind: str = "number") -> str:
-    """A number for people: thousands separators, sensible precision, percent when asked."""
+def fmt(x: float | None, kind: str = "number", decimals: int | None = None) -> str:
+    """A number for people: thousands separators, sensible precision, percent when asked;
+    ``decimals`` fixes the places (one precision for a whole column, see :func:`decimals`)."""
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "n/a"
     if kind == "percent":
         return f"{x * 100:+.1f}%"
+    if decimals is not None:
+        text = f"{x:,.{decimals}f}"
+        return text[1:] if text.startswith("-") and not text.strip("-0.,") else text
     if abs(x) >= 1000:
         return f"{x:,.0f}"
     if abs(x) >= 1:
@@ -52,21 +58,110 @@ def fmt(x: float | None, kind: str = "number") -> str:
     return f"{x:.4g}"
 
 
-def segment_text(seg: dict[str, Any]) -> str:
-    """``platform = ios, app_version = 5.2`` (escaped), or ``everything`` for the population."""
+def decimals(values: Iterable[Any]) -> int:
+    """Decimal places for a column of numbers, from its largest magnitude: none for whole
+    numbers or from 1,000 up, two from 1, and four significant digits below 1."""
+    xs = [abs(float(x)) for x in values if isinstance(x, int | float) and math.isfinite(x)]
+    if not xs or all(x == round(x) for x in xs):
+        return 0
+    top = max(xs)
+    if top >= 1000:
+        return 0
+    if top >= 1:
+        return 2
+    return min(10, 3 - math.floor(math.log10(top)))
+
+
+def segment_text(seg: dict[str, Any], aliases: Sequence[dict[str, Any]] = ()) -> str:
+    """``platform = ios, app_version = 5.2`` (escaped), or ``everything`` for the population;
+    with its other names of as many columns as ``also: ...``."""
     if not seg:
         return "everything"
-    return ", ".join(f"{esc(k)} = {esc(v)}" for k, v in seg.items())
+    text = ", ".join(f"{esc(k)} = {esc(v)}" for k, v in seg.items())
+    also = short_aliases(seg, aliases)
+    return text + (f" (also: {'; '.join(segment_text(a) for a in also)})" if also else "")
 
 
-def _row(s: Segment, ratio: bool) -> str:
+def short_aliases(seg: dict[str, Any], aliases: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The other names worth showing: those with no more columns than ``seg`` (the longer ones
+    only add a tied column), at most three."""
+    return [a for a in aliases if len(a) <= len(seg)][:3]
+
+
+def other_movers(
+    rows: Sequence[Mapping[str, Any]], causes: Sequence[Mapping[str, Any]]
+) -> list[tuple[Mapping[str, Any], str | None, dict[str, Any] | None]]:
+    """The segments to show beside the root causes, each with how it relates to one.
+
+    Rows are ``result.json`` segments (``segment``, ``aliases``, ``contribution``). A root cause
+    itself is left out, and so is a part of one that moved its way (it is the cause, seen in
+    part); a part that moved against its cause comes back as ``("part", cause segment)``, a
+    segment holding a root cause as ``("contains", cause segment)``, others as ``(None,
+    None)``. Names are compared under every alias, so a tied column hides no relation.
+    """
+    out: list[tuple[Mapping[str, Any], str | None, dict[str, Any] | None]] = []
+    for row in rows:
+        mine = _name_sets(row)
+        relation: tuple[str | None, dict[str, Any] | None] = (None, None)
+        for c in causes:
+            theirs = _name_sets(c)
+            if mine & theirs:
+                relation = ("same", None)
+                break
+            if any(t < m for m in mine for t in theirs):
+                same_way = (row.get("contribution") or 0.0) * (c.get("contribution") or 0.0) > 0
+                relation = ("same", None) if same_way else ("part", c["segment"])
+                break
+            if any(m < t for m in mine for t in theirs):
+                relation = ("contains", c["segment"])
+        if relation[0] != "same":
+            out.append((row, *relation))
+    return out
+
+
+def _name_sets(s: Mapping[str, Any]) -> set[frozenset[tuple[str, str]]]:
+    names = [s.get("segment") or {}, *(s.get("aliases") or [])]
+    return {frozenset((str(k), str(v)) for k, v in n.items()) for n in names}
+
+
+def reported_name(segment: dict[str, Any], reported: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The name the result gives the rows of ``segment``: a reported segment's name when
+    ``segment`` is one of its aliases, else ``segment`` itself."""
+    mine = _name_sets({"segment": segment})
+    return next((dict(r["segment"]) for r in reported if mine & _name_sets(r)), segment)
+
+
+RELATION = {"part": "part of root cause", "contains": "contains the root cause"}
+
+
+@dataclass(frozen=True)
+class Columns:
+    """One precision per column of a segment table: the metric's values before and after
+    share one, the contribution (and its rate and mix parts) another."""
+
+    values: int
+    contribution: int
+
+    @classmethod
+    def of(cls, rows: Sequence[Mapping[str, Any]]) -> Columns:
+        return cls(
+            values=decimals(v for r in rows for v in (r.get("baseline"), r.get("comparison"))),
+            contribution=decimals(
+                v for r in rows for v in (r.get("contribution"), r.get("rate"), r.get("mix"))
+            ),
+        )
+
+
+def _row(s: Segment, ratio: bool, cols: Columns, note: str = "") -> str:
     effect = s.effect
     if ratio and s.rate is not None and s.mix is not None:
-        effect += f" (rate {fmt(s.rate)}, mix {fmt(s.mix)})"
+        d = cols.contribution
+        effect += f" (rate {fmt(s.rate, decimals=d)}, mix {fmt(s.mix, decimals=d)})"
     p = "n/a" if s.p_value is None else f"{s.p_value:.2g}"
     return (
-        f"| {segment_text(s.segment)} | {fmt(s.baseline)} | {fmt(s.comparison)} | "
-        f"{fmt(s.contribution)} | {_share(s.share)} | "
+        f"| {segment_text(s.segment, s.aliases)}{note} | {fmt(s.baseline, decimals=cols.values)} | "
+        f"{fmt(s.comparison, decimals=cols.values)} | "
+        f"{fmt(s.contribution, decimals=cols.contribution)} | {_share(s.share)} | "
         f"{effect} | {p} |"
     )
 
@@ -75,9 +170,25 @@ def _share(x: float | None) -> str:
     return "n/a" if x is None else f"{x * 100:.1f}%"
 
 
-def _table(rows: list[Segment], ratio: bool) -> list[str]:
+def _table(rows: list[Segment], ratio: bool, notes: Sequence[str] = ()) -> list[str]:
     head = "segment | before | after | contribution | share of change | effect | p"
-    return [f"| {head} |", "|---|---:|---:|---:|---:|---|---:|", *[_row(s, ratio) for s in rows]]
+    cols = Columns.of([s.model_dump() for s in rows])
+    notes = [*notes, *[""] * (len(rows) - len(notes))]
+    body = [_row(s, ratio, cols, note) for s, note in zip(rows, notes, strict=True)]
+    return [f"| {head} |", "|---|---:|---:|---:|---:|---|---:|", *body]
+
+
+def _others_table(rows: list[Segment], causes: list[Segment], ratio: bool, limit: int) -> list[str]:
+    """Drivers or offsetting segments beside the root causes (see :func:`other_movers`)."""
+    dumped = [s.model_dump() for s in rows]
+    shown = other_movers(dumped, [c.model_dump() for c in causes])[:limit]
+    if not shown:
+        return []
+    by_id = {id(d): s for d, s in zip(dumped, rows, strict=True)}
+    notes = [
+        f" ({RELATION[rel]} {segment_text(seg)})" if rel and seg else "" for _, rel, seg in shown
+    ]
+    return _table([by_id[id(d)] for d, _, _ in shown], ratio, notes)
 
 
 def render(e: Explanation, *, db: str | None = None) -> str:
@@ -140,13 +251,12 @@ def render(e: Explanation, *, db: str | None = None) -> str:
                 f"({fmt(g.share, 'percent') if g.share is not None else 'n/a'} of the change): {why}.",
                 "",
             ]
-    if e.offsetting:
-        lines += ["## Moving the other way", "", *_table(e.offsetting[:5], ratio), ""]
-    if e.drivers:
-        named = [rc.segment for rc in e.root_causes]
-        others = [d for d in e.drivers if d.segment not in named][:10]
-        if others:
-            lines += ["## Other segments that moved", "", *_table(others, ratio), ""]
+    table = _others_table(e.offsetting, e.root_causes, ratio, 5)
+    if table:
+        lines += ["## Moving the other way", "", *table, ""]
+    table = _others_table(e.drivers, e.root_causes, ratio, 10)
+    if table:
+        lines += ["## Other segments that moved", "", *table, ""]
     lines += _hypotheses(e, db)
     if e.similar_investigations:
         lines += ["## Similar past investigations", ""]
@@ -225,11 +335,19 @@ def _hypotheses(e: Explanation, db: str | None) -> list[str]:
             "| finding | before | after | share | p |",
             "|---|---|---|---|---|",
         ]
+        reported = [s.model_dump() for s in [*e.root_causes, *e.drivers, *e.offsetting]]
+        d = decimals(v for f in accepted for v in (f.get("measured") or {}).values())
         for f in accepted:
             m = f.get("measured") or {}
+            name = reported_name(f["segment"], reported)
+            if name != f["segment"]:
+                name_text = f"{segment_text(name)} (written as {segment_text(f['segment'])})"
+            else:
+                name_text = segment_text(name)
             lines.append(
-                f"| {segment_text(f['segment'])} ({esc(f['category'])}) | {fmt(m.get('baseline'))} "
-                f"| {fmt(m.get('comparison'))} | {_share(f.get('share'))} "
+                f"| {name_text} ({esc(f['category'])}) "
+                f"| {fmt(m.get('baseline'), decimals=d)} | {fmt(m.get('comparison'), decimals=d)} "
+                f"| {_share(f.get('share'))} "
                 f"| {'n/a' if f.get('p_value') is None else format(f['p_value'], '.2g')} |"
             )
         lines.append("")

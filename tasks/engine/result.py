@@ -23,6 +23,11 @@ class Segment(BaseModel):
     """One segment's movement: the answer's unit."""
 
     segment: dict[str, Any] = Field(description="column -> value; {} is the whole population.")
+    aliases: list[dict[str, Any]] = Field(
+        default=[],
+        description="Other names of the same rows (tied columns, a joined copy of a column); "
+        "``segment`` is the one with the fewest columns, base-table columns first.",
+    )
     baseline: float | None = None
     comparison: float | None = None
     contribution: float = Field(
