@@ -242,7 +242,7 @@ def test_expected_files_are_complete():
         assert exp["significant"] is bool(planted)
         assert set(exp["effects"].values()) <= {"rate", "mix", "new", "gone", "data_quality"}
         if name in GENERATORS["pattern_small_events.py"]:  # small event tables by design
-            assert 3_000 <= exp["realized"]["rows"] <= 60_000
+            assert 2_000 <= exp["realized"]["rows"] <= 60_000
         else:
             assert 15_000 <= exp["realized"]["rows"] <= 60_000
 

@@ -19,7 +19,13 @@ one child loses to the child (the fit spreads the change over siblings that did 
 child that merely follows its parent loses to the parent (it explains only part); so each cause
 is reported once, at the most specific level that carries it. When the ripple fit prefers the
 largest piece of a segment whose other pieces moved the same way (beyond the noise, by at least
-half as much), the pick moves up to that segment (:func:`_climb`).
+three tenths as much in log factor), the pick moves up to that segment (:func:`_climb`).
+
+A further cause must be significant on the leaves the causes so far leave unexplained (its
+evidence cannot be the scatter of a cause's own leaves around their fitted factor), and a
+segment of few leaves is judged by the leaves' own noise tail (:func:`_tail`). With date
+periods the dispersion comes from each leaf's day-to-day spread (:func:`_day_dispersion`), so
+few cells and many movers neither hide a cause nor pass for an even shift.
 
 Ratio leaves measure their noise around the typical leaf's move (a weighted median), so a cause
 that moved a large part of the data does not pass for noise; additive leaves keep the overall
@@ -38,6 +44,9 @@ from tasks.engine.cube import Cube
 
 CHI2_MEDIAN = 0.454936423119572
 MAX_CAUSES = 12
+# a pick moves up to its parent when the parent's other part moved the same way, beyond the
+# noise, by at least this share of the pick's own log factor
+CLIMB_SHARE = 0.3
 
 
 @dataclass
@@ -455,7 +464,7 @@ def _climb(
 
     ``best`` fits its own leaves best, but when the parent's other part (parent minus ``best``)
     also moved beyond the noise (a one-sided test at ``alpha``, in the pick's direction) and by
-    at least half as much in log factor, the change is not confined to ``best``: the parent is
+    at least :data:`CLIMB_SHARE` of its log factor, the change is not confined to ``best``: the parent is
     the cause and ``best`` only its largest piece. The parent whose rest moved most clearly wins.
     """
     depth = cube.seg_mask.sum(axis=1)
@@ -471,7 +480,7 @@ def _climb(
             log_rest = np.log(np.where((F > 0) & (V > 0), V / F, np.nan))
         # a planned, one-sided test (the direction is the pick's), not a search over segments
         ok = z * np.sign(log_best) >= stats.norm.isf(alpha)
-        ok &= np.nan_to_num(log_rest / log_best if log_best else 0.0) >= 0.5
+        ok &= np.nan_to_num(log_rest / log_best if log_best else 0.0) >= CLIMB_SHARE
         if not ok.any():
             return best
         best = int(parents[ok][np.argmax(np.abs(z[ok]))])
