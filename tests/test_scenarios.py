@@ -22,6 +22,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "data" / "scenarios"
 NAMES = sorted(p.parent.name for p in SCENARIOS.glob("*/expected.json"))
+# generate.py writes the shopping-app scenarios; each pattern_*.py writes one folder of its own
+GENERATORS = [SCENARIOS / "generate.py", *sorted(SCENARIOS.glob("pattern_*.py"))]
 
 
 def expected_of(name: str) -> dict:
@@ -97,7 +99,10 @@ def test_root_causes_are_exactly_the_planted_segments(investigated):
     exp, result, _ = investigated
     found = result.get("root_causes") or []
     if exp["data_quality"]:  # the plant is a data problem: a data_quality "cause" is fine
-        found = [c for c in found if c.get("effect") != "data_quality"]
+        planted = segment_set(exp["root_causes"])
+        found = [
+            c for c in found if c.get("effect") != "data_quality" or segment_set([c]) <= planted
+        ]
     assert segment_set(found) == segment_set(exp["root_causes"]), (
         f"{exp['scenario']}: planted {[c['segment'] for c in exp['root_causes']]}, "
         f"engine named {[c['segment'] for c in found]}"
@@ -138,6 +143,25 @@ def test_data_quality_findings(investigated):
         assert not business, f"an ingestion gap blamed on {[c['segment'] for c in business]}"
     else:  # no day is missing in these datasets
         assert "missing_days" not in kinds, (exp["scenario"], issues)
+    for cause in exp["root_causes"]:
+        if cause["effect"] != "data_quality":
+            continue
+        # the segment's own issue names its missing days, and so does the root cause
+        (named,) = [c for c in result["root_causes"] if c["segment"] == cause["segment"]]
+        note = named["data_quality"]
+        assert note["explained"] and "segment_missing_days" in note["kinds"]
+        aside = note["days_set_aside"]["baseline"] + note["days_set_aside"]["comparison"]
+        assert aside == exp["missing_dates"], note
+        for day in exp["missing_dates"]:
+            assert day in note["message"]
+        own = [i for i in issues if i["kind"] == "segment_missing_days"]
+        assert any(
+            i["segment"] == cause["segment"] and day in i["details"]["days"]
+            for i in own
+            for day in exp["missing_dates"]
+        ), own
+    if not exp["data_quality"]:  # no defect planted: none is reported
+        assert not issues, (exp["scenario"], issues)
 
 
 def test_report_names_the_cause(investigated):
@@ -151,6 +175,14 @@ def test_report_names_the_cause(investigated):
             assert mentions(text, str(value)), f"report.md does not name {column}={value}"
     for day in exp["missing_dates"]:
         assert day in text, f"report.md does not name the missing day {day}"
+    # a planted data problem is what the report says first, before any business story
+    headline = text.split("\n## ", 1)[0]
+    planted_data = exp["data_quality"] and exp["significant"]
+    assert ("is a data problem first" in headline) is bool(planted_data), headline
+    if planted_data:
+        assert headline.index("data problem first") < text.index("## Root causes")
+        for day in exp["missing_dates"]:
+            assert day in headline
 
 
 def test_expected_files_are_complete():
@@ -162,6 +194,7 @@ def test_expected_files_are_complete():
             "pricing_join",
             "pure_noise",
             "release_loss",
+            "segment_outage",
             "two_causes",
         ]
     )
@@ -178,14 +211,15 @@ def test_expected_files_are_complete():
 def test_generator_reproduces_the_committed_files(tmp_path):
     """``generate.py OUTDIR`` writes the committed bytes. Gzip members are compared after
     decompression: the deflate stream may differ between zlib builds, the data may not."""
-    proc = subprocess.run(
-        [sys.executable, str(SCENARIOS / "generate.py"), str(tmp_path)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr
+    for script in GENERATORS:
+        proc = subprocess.run(
+            [sys.executable, str(script), str(tmp_path)],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=300,
+        )
+        assert proc.returncode == 0, proc.stderr
     committed = sorted(
         p.relative_to(SCENARIOS) for n in NAMES for p in (SCENARIOS / n).iterdir() if p.is_file()
     )
@@ -248,6 +282,13 @@ def test_hypotheses_have_verdicts_and_evidence(investigated):
     if not exp["significant"]:
         assert not confirmed
         assert any(h["status"] == "ruled_out" for h in hyps)
+    # "a data problem" stands exactly when one was planted, on the gate's word
+    (data,) = [h for h in hyps if h["source"] == "data_quality"]
+    if exp["data_quality"]:
+        assert data["status"] == "confirmed", data
+        assert any(f["category"] == "data_quality" for f in accepted)
+    else:
+        assert data["status"] == "ruled_out", data
     ruled_out = [h for h in hyps if h["status"] == "ruled_out"]
     assert ruled_out, "an investigation that rules nothing out has not tested alternatives"
     lines = (out / "evidence.jsonl").read_text().splitlines()

@@ -201,11 +201,15 @@ class Gate:
     def _statistics(self, f: Finding) -> str | None:
         e = self.analysis.explanation
         if f.category == "data_quality":
-            issues = [d for d in e.data_quality if _covers(d.segment, d.column, f.segment)]
-            return None if issues else "no data-quality check found a problem in this segment"
+            return self._data_problem(f)
         if f.category == "global" or not f.segment:
             if e.global_shift is None:
                 return "no even shift of the whole population: the move is in segments"
+            if e.global_shift.effect == "data_quality":
+                return (
+                    "no even shift in the business: the even move goes away on the days the "
+                    "data fully covers (a data problem)"
+                )
             f.contribution, f.share = e.global_shift.contribution, e.global_shift.share
             return None
         test = self.analysis.test(f.segment)
@@ -239,6 +243,26 @@ class Gate:
         if f.category != test.effect:
             return f"category {f.category!r} does not fit: the data shows {test.effect!r}"
         return None
+
+    def _data_problem(self, f: Finding) -> str | None:
+        """A data problem holds when a check found one in the segment and the engine puts the
+        segment's move down to it (a root cause, or the even shift for the whole population,
+        with effect data_quality: its move is gone on the days the data fully covers)."""
+        e = self.analysis.explanation
+        issues = [d for d in e.data_quality if _covers(d.segment, d.column, f.segment)]
+        if not issues:
+            return "no data-quality check found a problem in this segment"
+        want = {k: str(v) for k, v in f.segment.items()}
+        for s in [*e.root_causes, e.global_shift]:
+            if s is not None and s.effect == "data_quality":
+                if {k: str(v) for k, v in s.segment.items()} == want:
+                    f.contribution, f.share = s.contribution, s.share
+                    return None
+        kinds = ", ".join(sorted({d.kind.replace("_", " ") for d in issues}))
+        return (
+            f"no move of this segment is explained by its data: the checks found {kinds}, but "
+            "its move does not go away on the days the data fully covers"
+        )
 
     def _close(self, claimed: float | None, measured: float | None) -> bool:
         if claimed is None or measured is None:
