@@ -188,6 +188,7 @@ def test_report_names_the_cause(investigated):
 def test_expected_files_are_complete():
     assert NAMES == sorted(
         [
+            "event_rows",
             "growth",
             "missing_day",
             "mix_shift",

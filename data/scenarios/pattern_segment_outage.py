@@ -1,13 +1,16 @@
 """Write ``segment_outage/``: one platform's events were not collected on one comparison day.
 
     python data/scenarios/pattern_segment_outage.py           # rewrite segment_outage/ here
-    python data/scenarios/pattern_segment_outage.py OUTDIR    # the same bytes in OUTDIR/segment_outage
+    python data/scenarios/pattern_segment_outage.py OUTDIR    # the same in OUTDIR/segment_outage
 
 A meal-kit shop's daily orders: one row per customer and day with an order session, over
 2024-03-04..2024-03-31. Nothing changes in the business. The web collector was down on Wednesday
 2024-03-27, so ``platform = web`` has no rows that day while iOS and Android do; web revenue in the
 comparison week looks about a seventh lower and total revenue a few percent lower. The right answer
 is a data problem: the segment's missing day, not a change in how web customers buy.
+
+:func:`rows` also builds variants for tests: other outage days, a real web drop
+(``web_factor``), growth of everyone's sessions, and data that ends early (``last_day``).
 
 Standard library only: ``random.Random`` seeded with a fixed string, gzip with a zero timestamp
 and no file name, so every run writes the same bytes.
@@ -22,6 +25,7 @@ import json
 import math
 import random
 import sys
+from collections.abc import Iterable
 from datetime import date, timedelta
 from pathlib import Path
 
@@ -47,7 +51,16 @@ def pick(rng: random.Random, table: dict) -> str:
     return rng.choices(list(table), weights=weights)[0]
 
 
-def simulate(rng: random.Random) -> list[list]:
+def rows(
+    outage: Iterable[date] = (OUTAGE_DAY,),
+    web_factor: float = 1.0,
+    growth: float = 1.0,
+    last_day: date | None = None,
+) -> list[list]:
+    """The order log. The defaults write the scenario; tests build variants: other ``outage``
+    days of the web collector, web revenue times ``web_factor`` and everyone's sessions times
+    ``growth`` in the comparison week, no rows after ``last_day``."""
+    rng = random.Random(f"metric-drilldown/scenarios/{NAME}")
     customers = []
     for i in range(CUSTOMERS):
         platform = pick(rng, PLATFORMS)
@@ -61,21 +74,36 @@ def simulate(rng: random.Random) -> list[list]:
                 PLATFORMS[platform][1] * 38.0 * math.exp(rng.gauss(0, 0.3)),  # usual basket
             )
         )
-    rows = []
+    lost = set(outage)
+    out = []
     for d in range(DAYS):
         day = START + timedelta(days=d)
         shock = math.exp(rng.gauss(0, 0.03))  # the whole shop's day
+        if day >= COMPARISON[0]:
+            shock *= growth
         for cid, platform, region, channel, active, basket in customers:
             if rng.random() >= active * WEEKDAY[day.weekday()] * shock:
                 continue
             orders = 1 + (rng.random() < 0.15)
             revenue = sum(basket * math.exp(rng.gauss(0, 0.35)) for _ in range(orders))
-            if platform == "web" and day == OUTAGE_DAY:
+            if platform == "web" and day >= COMPARISON[0]:
+                revenue *= web_factor
+            if (platform == "web" and day in lost) or (last_day and day > last_day):
                 continue  # drawn like any other day, then lost by the collector
-            rows.append(
-                [day.isoformat(), cid, platform, region, channel, orders, round(revenue, 2)]
-            )
-    return rows
+            out.append([day.isoformat(), cid, platform, region, channel, orders, round(revenue, 2)])
+    return out
+
+
+def csv_bytes(data: list[list]) -> bytes:
+    """The log as gzipped CSV (zero timestamp, no file name)."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(COLUMNS)
+    w.writerows([*r[:-1], f"{r[-1]:.2f}"] for r in data)
+    raw = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=9, mtime=0) as gz:
+        gz.write(buf.getvalue().encode("utf-8"))
+    return raw.getvalue()
 
 
 def total(rows: list[list], lo: date, hi: date, segment: dict | None = None) -> float:
@@ -125,19 +153,11 @@ def expected(rows: list[list]) -> dict:
 
 
 def write(out: Path) -> dict:
-    rows = simulate(random.Random(f"metric-drilldown/scenarios/{NAME}"))
+    data = rows()
     folder = out / NAME
     folder.mkdir(parents=True, exist_ok=True)
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(COLUMNS)
-    w.writerows([*r[:-1], f"{r[-1]:.2f}"] for r in rows)
-    with (
-        open(folder / "events.csv.gz", "wb") as raw,
-        gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=9, mtime=0) as gz,
-    ):
-        gz.write(buf.getvalue().encode("utf-8"))
-    facts = expected(rows)
+    (folder / "events.csv.gz").write_bytes(csv_bytes(data))
+    facts = expected(data)
     text = json.dumps(facts, indent=2, ensure_ascii=False) + "\n"
     (folder / "expected.json").write_text(text, encoding="utf-8")
     return facts

@@ -280,7 +280,7 @@ def _shift_message(
 
 
 def _within(segment: dict[str, Any], outer: dict[str, Any]) -> bool:
-    """``segment`` lies inside ``outer``: it fixes every column ``outer`` fixes, to the same value."""
+    """``segment`` lies inside ``outer``: it fixes every column ``outer`` fixes, to one value."""
     seg = {k: str(v) for k, v in segment.items()}
     return all(seg.get(k) == str(v) for k, v in outer.items())
 
@@ -305,45 +305,33 @@ def _judge_cause(
     kept, _ = _kept(clean)
     every = _every(total)
     rest = total.minus(seg)
-    move = _unexpected(q, seg, rest, total, every)
-    left = _unexpected(q, seg, rest, total, kept)
+    beyond, beyond_clean = _unexpected(q, seg, rest, every), _unexpected(q, seg, rest, kept)
     aside = _aside(total, {w: clean[w] | ~total.present[w] for w in clean})
-    if not aside["baseline"] and not aside["comparison"] or not math.isfinite(move) or not move:
+    if not (aside["baseline"] or aside["comparison"]) or not math.isfinite(beyond) or not beyond:
         return
-    share_left = left / move if math.isfinite(left) else math.nan
+    share_left = beyond_clean / beyond if math.isfinite(beyond_clean) else math.nan
     z = float(stats.norm.isf(max(cause.p_value or 0.0, 1e-300) / 2))
     z_left = z * abs(share_left) if math.isfinite(share_left) else math.inf
-    explained = abs(share_left) <= MAX_LEFT and z_left < z_crit
+    explained = _explains(beyond, beyond_clean) and z_left < z_crit
     if explained:
         cause.effect = "data_quality"
-    b = {w: _totals(seg, every, w) for w in every}
-    c = {w: _totals(seg, kept, w) for w in kept}
-    rel = _ratio_move(q, b, {w: len(every[w]) for w in every})
-    rel_clean = _ratio_move(q, c, {w: len(kept[w]) for w in kept})
+    move, left = _relative(q, seg, every), _relative(q, seg, kept)
     cause.data_quality = DataQualityNote(
         kinds=sorted({i.kind for i in issues}),
         issues=[i.message for i in issues],
-        message=_cause_message(cause, aside, rel, rel_clean, share_left, explained),
+        message=_cause_message(cause, aside, move, left, share_left, explained, z_left >= z_crit),
         days_set_aside=aside,
-        move=rel,
-        move_on_clean_days=rel_clean,
-        unexpected=move,
-        unexpected_on_clean_days=left,
+        move=move,
+        move_on_clean_days=left,
+        unexpected=beyond,
+        unexpected_on_clean_days=beyond_clean,
         z_on_clean_days=z_left if math.isfinite(z_left) else None,
         explained=explained,
         evidence=seg.evidence,
     )
 
 
-def _ratio_move(q: Question, totals: dict[str, tuple[float, float]], days: dict[str, int]) -> float:
-    b = _value(q, *totals["baseline"], days["baseline"])
-    c = _value(q, *totals["comparison"], days["comparison"])
-    return c / b - 1 if b and math.isfinite(b) and math.isfinite(c) else math.nan
-
-
-def _unexpected(
-    q: Question, seg: _Series, rest: _Series, total: _Series, kept: dict[str, np.ndarray]
-) -> float:
+def _unexpected(q: Question, seg: _Series, rest: _Series, kept: dict[str, np.ndarray]) -> float:
     """The segment's move beyond what the rest of the data did, on the kept days (the engine's
     ``unexpected``: for a ratio, the excess of its own ratio's move plus its mix part)."""
     (sb, sdb), (sc, sdc) = _totals(seg, kept, "baseline"), _totals(seg, kept, "comparison")
@@ -375,19 +363,25 @@ def _cause_message(
     left: float,
     share_left: float,
     explained: bool,
+    beyond_noise: bool,
 ) -> str:
     name = ", ".join(f"{k} = {v}" for k, v in cause.segment.items())
     gaps = "; ".join(f"no rows on {_days(days)} ({which})" for which, days in aside.items() if days)
-    tail = (
-        "within the noise: its move is a data problem, not the business"
-        if explained
-        else "still beyond the noise: the missing days explain only part of its move"
+    gone = 1 - share_left
+    part = (
+        f"the missing data is {_pct(gone, sign=False)} of its move beyond the rest of the data"
+        if math.isfinite(gone) and gone >= 0.05
+        else "the missing data explains almost none of its move beyond the rest of the data"
     )
-    kept = f"{_pct(left)} on the days it has in both periods"
+    if explained:
+        tail = "within the noise: its move is a data problem, not the business"
+    elif beyond_noise:
+        tail = "still beyond the noise: its move is not only the missing data"
+    else:
+        tail = "more than half of its move is left: it is not put down to the missing data"
     return (
-        f"{name} has {gaps}; it moved {_pct(move)} in all, {kept} "
-        f"({_pct(1 - share_left, sign=False)} of its move beyond the rest of the data is the "
-        f"missing data), {tail}."
+        f"{name} has {gaps}; it moved {_pct(move)} in all and {_pct(left)} on the days it has "
+        f"in both periods ({part}), {tail}."
     )
 
 
