@@ -20,8 +20,13 @@ import pytest
 
 from sql_tools import ToolContext, ToolInputError
 from sql_tools._sql import Filter
+from tasks.agent.gate import Gate
+from tasks.agent.ledger import Ledger
+from tasks.agent.models import Budget, Hypothesis
 from tasks.agent.run import investigate
+from tasks.agent.session import Session
 from tasks.engine import analyze, quality
+from tasks.engine.explain import compare_arguments
 from tasks.engine.parse import build_question
 from tasks.engine.quality import check_quality, two_proportion_p
 from tasks.engine.report import render
@@ -628,3 +633,44 @@ def test_a_day_loaded_twice_is_a_data_problem(moved):
     assert "This rise is a data problem first" in headline(e)
     assert "days loaded more than once" in headline(e)
     assert data_problem(moved, q, a) == "confirmed"
+
+
+@pytest.mark.parametrize(
+    ("table", "accepted"),
+    [("outage", {"data_quality"}), ("outage_and_drop", {"rate"})],
+)
+def test_the_gate_takes_web_for_what_the_data_shows(moved, table, accepted):
+    """A finding on web with the right numbers holds only in the category the engine found:
+    a data problem where the move goes away on the days web has, a rate change where it stays."""
+    q, a = explained(moved, table, "sum(revenue)")
+    ledger = Ledger()
+    web = {"platform": "web"}
+    h = Hypothesis(
+        id="h1", title="web", story="web moved", expected="web moves", segment=web,
+        dimensions=["platform"], category="rate", prior=0.5, source="model",
+    )  # fmt: skip
+    session = Session(moved, h, ledger, Gate(moved, q, a, ledger), Budget())
+    _, payload, entry = session.call(
+        "metric_compare_periods", {**compare_arguments(q), "group_by": ["platform"]}
+    )
+    (row,) = [r for r in payload["rows"] if r["platform"] == "web"]
+    verdicts = {}
+    for category in ("rate", "data_quality"):
+        _, finding, _ = session.call(
+            "write_finding",
+            {
+                "segment": web,
+                "category": category,
+                "title": "web",
+                "summary": "web moved",
+                "evidence": [entry.id],
+                "baseline_value": row["baseline"],
+                "comparison_value": row["comparison"],
+            },
+        )
+        verdicts[category] = finding["status"], finding.get("critique") or ""
+    assert {c for c, (status, _) in verdicts.items() if status == "accepted"} == accepted
+    if table == "outage":
+        assert "data_quality" in verdicts["rate"][1]
+    else:
+        assert verdicts["data_quality"][1].startswith("no move of this segment is explained")
