@@ -519,6 +519,10 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
         "segment_outage",
         {"outage": (), "last_day": date(2024, 3, 29), "growth": 1.6},
     ),
+    "ends_early_web_drop": (
+        "segment_outage",
+        {"outage": (), "last_day": date(2024, 3, 29), "web_factor": 0.6},
+    ),
     "loaded_twice": ("event_rows", {"android_factor": 1.0, "loaded_twice": [date(2024, 3, 27)]}),
 }
 """Tables built by the scenario generators: table name -> (generator, variant)."""
@@ -620,6 +624,21 @@ def test_growth_seen_through_a_partial_period_is_growth(moved):
     assert shift.data_quality.move_on_clean_days > 0.4 and not shift.data_quality.explained
     assert "data problem first" not in headline(e)
     assert data_problem(moved, q, a) == "ruled_out"
+
+
+def test_a_partial_period_and_a_real_drop_are_told_apart(moved):
+    """Web revenue fell 40% and the data ends early: web is a business cause, the even shift of
+    the rest is the missing weekend, and the headline says both, the data problem first."""
+    q, a = explained(moved, "ends_early_web_drop", "sum(revenue)")
+    e = a.explanation
+    (cause,) = e.root_causes
+    assert cause.segment == {"platform": "web"} and cause.effect == "rate"
+    shift = e.global_shift
+    assert shift is not None and shift.effect == "data_quality"
+    assert "outside the root causes" in shift.data_quality.message
+    top = headline(e)
+    assert "This drop is a data problem first" in top
+    assert "The business causes below account for the rest" in top
 
 
 def test_a_day_loaded_twice_is_a_data_problem(moved):

@@ -78,25 +78,55 @@ def assign_data_quality(
     table_issues = [
         i for i in quality if i.kind in TABLE_KINDS and (i.kind != "duplicate_rows" or _repeats(i))
     ]
-    by_day = q.metric.grain == "day" or q.metric.kind != "distinct"
-    if global_shift is not None and table_issues:
-        if by_day:
-            _judge_shift(ctx, q, global_shift, table_issues)
-        elif any(i.kind != "duplicate_rows" for i in table_issues):
-            global_shift.effect = "data_quality"
-    if not by_day:
+    shift = global_shift if table_issues else None
+    if not _by_day(q):
+        if shift is not None and any(i.kind != "duplicate_rows" for i in table_issues):
+            shift.effect = "data_quality"
         return
-    total: _Series | None = None
-    for cause in causes:
-        issues = [
-            i
-            for i in quality
-            if i.kind == "segment_missing_days" and i.segment and _within(cause.segment, i.segment)
-        ]
-        if not issues:
-            continue
-        total = total or _Series.of(ctx, q, {})
-        _judge_cause(ctx, q, cause, issues, total, table_issues, z_crit)
+    touched = [(c, _segment_issues(c, quality)) for c in causes]
+    touched = [(c, issues) for c, issues in touched if issues]
+    if not touched and shift is None:
+        return
+    total = _Series.of(ctx, q, {})
+    repeated = {d for i in table_issues for d in _repeats(i)}
+    own: dict[int, _Series] = {}
+    for cause, issues in touched:
+        own[id(cause)] = _Series.of(ctx, q, cause.segment)
+        _judge_cause(q, cause, issues, own[id(cause)], total, repeated, z_crit)
+    if shift is not None:
+        # the even shift is the move of what the root causes leave; overlapping causes cannot
+        # be taken out one by one, and then the whole data stands in
+        rest = total
+        if causes and _disjoint([c.segment for c in causes]):
+            for c in causes:
+                rest = rest.minus(own.get(id(c)) or _Series.of(ctx, q, c.segment))
+        _judge_shift(q, shift, table_issues, rest, repeated, outside=rest is not total)
+
+
+def _by_day(q: Question) -> bool:
+    """Whether the metric can be rebuilt from per-day numbers (not a distinct count over a whole
+    period: a user seen on two days is one user)."""
+    aggs = (q.metric.numerator, q.metric.denominator)
+    distinct = any(a is not None and a.fn == "count_distinct" for a in aggs)
+    return q.metric.grain == "day" or not distinct
+
+
+def _segment_issues(cause: Segment, quality: list[DataQualityIssue]) -> list[DataQualityIssue]:
+    """The ``segment_missing_days`` issues of segments the root cause lies inside."""
+    return [
+        i
+        for i in quality
+        if i.kind == "segment_missing_days" and i.segment and _within(cause.segment, i.segment)
+    ]
+
+
+def _disjoint(segments: list[dict[str, Any]]) -> bool:
+    """No two segments share a row: each pair fixes some column to different values."""
+    for i, a in enumerate(segments):
+        for b in segments[i + 1 :]:
+            if not any(k in b and str(b[k]) != str(v) for k, v in a.items()):
+                return False
+    return True
 
 
 # --- per-day numbers ----------------------------------------------------------------------------
@@ -190,30 +220,35 @@ def _repeats(issue: DataQualityIssue) -> dict[str, int]:
 
 
 def _judge_shift(
-    ctx: ToolContext, q: Question, shift: Segment, issues: list[DataQualityIssue]
+    q: Question,
+    shift: Segment,
+    issues: list[DataQualityIssue],
+    series: _Series,
+    repeated: set[str],
+    outside: bool,
 ) -> None:
-    total = _Series.of(ctx, q, {})
-    repeated = {d for i in issues for d in _repeats(i)}
+    """The even shift: ``series`` (the data outside the root causes when ``outside``) measured
+    again on the days with rows in both periods and not loaded k times."""
     clean = {
-        w: total.present[w] & ~np.isin([d.isoformat() for d in total.days[w]], list(repeated))
-        for w in total.present
+        w: series.present[w] & ~np.isin([d.isoformat() for d in series.days[w]], list(repeated))
+        for w in series.present
     }
     kept, paired = _kept(clean)
-    move, left = _relative(q, total, _every(total)), _relative(q, total, kept)
-    p = _daily_test(q, total, kept, paired)
-    within = p is None or p >= ALPHA
-    explained = _explains(move, left) and within
+    move, left = _relative(q, series, _every(series)), _relative(q, series, kept)
+    p = _daily_test(q, series, kept, paired)
+    explained = _explains(move, left) and (p is None or p >= ALPHA)
     shift.effect = "data_quality" if explained else "rate"
-    aside = _aside(total, clean)
+    aside = _aside(series, clean)
+    what = "the data outside the root causes" if outside else "the total"
     shift.data_quality = DataQualityNote(
         kinds=sorted({i.kind for i in issues}),
-        message=_shift_message(aside, repeated, move, left, p, explained, paired),
+        message=_shift_message(what, aside, repeated, move, left, p, explained, paired),
         days_set_aside=aside,
         move=move,
         move_on_clean_days=left,
         p_value_on_clean_days=p,
         explained=explained,
-        evidence=total.evidence,
+        evidence=series.evidence,
     )
 
 
@@ -248,6 +283,7 @@ def _daily_test(q: Question, s: _Series, kept: dict[str, np.ndarray], paired: bo
 
 
 def _shift_message(
+    what: str,
     aside: dict[str, list[str]],
     repeated: set[str],
     move: float,
@@ -271,7 +307,7 @@ def _shift_message(
     else:
         verdict = "more than half of it: the data problem does not explain the move"
     return (
-        f"The data has {' and '.join(parts)}; the total moved {_pct(move)} in all and "
+        f"The data has {' and '.join(parts)}; {what} moved {_pct(move)} in all and "
         f"{_pct(left)} on {on}{noise}, {verdict}."
     )
 
@@ -286,16 +322,16 @@ def _within(segment: dict[str, Any], outer: dict[str, Any]) -> bool:
 
 
 def _judge_cause(
-    ctx: ToolContext,
     q: Question,
     cause: Segment,
     issues: list[DataQualityIssue],
+    seg: _Series,
     total: _Series,
-    table_issues: list[DataQualityIssue],
+    repeated: set[str],
     z_crit: float,
 ) -> None:
-    seg = _Series.of(ctx, q, cause.segment)
-    repeated = {d for i in table_issues for d in _repeats(i)}
+    """A root cause inside a segment with missing days: its move beyond the rest of the data,
+    measured again on the days it has rows in both periods."""
     clean = {
         w: total.present[w]
         & seg.present[w]
