@@ -19,8 +19,9 @@ engine's moves they explain, and marks those ``data_quality``:
      and on the clean days from its per-day numbers. The noise is the yardstick that named it:
      its z-score shrinks with what is left, and must fall below the search's bound
      (Bonferroni over the segments searched).
-   - the even shift: the t-test on the clean days' daily values (paired when the periods have
-     equal length) is no longer significant.
+   - the even shift: the move of the data outside the root causes (the whole data when root
+     causes overlap), whose daily values on the clean days no longer differ by a t-test (paired
+     when the periods have equal length).
 
 The root cause or the shift then gets effect ``data_quality``. Each examined one carries a
 :class:`~tasks.engine.result.DataQualityNote` either way: the issue, the days set aside, the move
@@ -50,7 +51,7 @@ from tasks.engine.spec import Question
 
 ALPHA = 0.05
 MAX_LEFT = 0.5
-"""A move is the data's only when at most this share of it is left on the clean days..."""
+"""A move is the data's only when at most this share of it is left on the clean days."""
 TABLE_KINDS = ("missing_days", "partial_period", "duplicate_rows")
 """Issues that set days aside for the whole table (the even shift)."""
 
