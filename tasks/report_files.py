@@ -35,6 +35,7 @@ from tasks.engine.report import (
     OTHER_DATA_NOTE,
     RELATION,
     Columns,
+    data_first,
     decimals,
     fmt,
     other_movers,
@@ -170,6 +171,7 @@ th{background:#f7f8fa}td.n{text-align:right;font-variant-numeric:tabular-nums}
 .confirmed{background:#1e8449}.ruled_out{background:#8a94a6}.inconclusive{background:#b7791f}
 .dq{border-left:4px solid #b7791f;background:#fdf6e7;padding:.5em .9em;border-radius:4px}
 .dq.error{border-left-color:#c0392b;background:#fbeceb}
+.datafirst{border-left:4px solid #b7791f;background:#fdf6e7;padding:.6em .9em;border-radius:6px}
 pre{background:#f7f8fa;border:1px solid #e3e6eb;border-radius:4px;padding:.6em;
  white-space:pre-wrap;word-break:break-word;font-size:.82em}
 details{margin:.4em 0 1em}summary{cursor:pointer;color:#4a5a78}
@@ -233,6 +235,11 @@ def _headline(result: dict[str, Any], name: str) -> list[str]:
         f'({h(cmp.get("label"))}): <b class="{direction}">{_num(c.get("absolute"))} '
         f"({_num(c.get('relative'), 'percent')})</b>.</p>"
     ]
+    first = data_first(result)
+    if first:
+        lines.append(f'<p class="datafirst"><b>{h(first[0], 400)}</b></p>')
+        if first[1:]:
+            lines += ["<ul>", *[f"<li>{h(n, 600)}</li>" for n in first[1:]], "</ul>"]
     method = h(c.get("method"), 400)
     if c.get("significant"):
         lines.append(
@@ -335,15 +342,24 @@ def _root_causes(result: dict[str, Any]) -> list[str]:
             f"first.{together}</p>"
         )
         lines += _segment_table(causes, _ratio(result))
+        # notes of moves not put down to the data (those are in the headline)
+        notes = [
+            rc["data_quality"].get("message")
+            for rc in causes
+            if isinstance(rc.get("data_quality"), dict) and rc.get("effect") != "data_quality"
+        ]
+        if any(notes):
+            lines += ["<ul>", *[f"<li>{h(n, 600)}</li>" for n in notes if n], "</ul>"]
     else:
         lines.append("<p>No single segment stands out: the change is spread across the data.</p>")
     g = result.get("global_shift")
     if g:
-        why = (
-            "it matches the data-quality problems above"
-            if g.get("effect") == "data_quality"
-            else "every segment moved by about the same factor"
-        )
+        note = g.get("data_quality") if isinstance(g.get("data_quality"), dict) else {}
+        why = "every segment moved by about the same factor"
+        if note.get("message"):
+            why = h(str(note["message"]).rstrip("."), 600)
+        elif g.get("effect") == "data_quality":
+            why = "it matches the data-quality problems above"
         lines += [
             "<h2>Everything moved</h2>",
             f"<p>An even shift across all the data accounts for {_num(g.get('contribution'))} "

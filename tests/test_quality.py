@@ -6,10 +6,13 @@ days and message, and that its evidence re-runs on a plain DuckDB connection.
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import date, timedelta
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import duckdb
@@ -17,12 +20,21 @@ import pytest
 
 from sql_tools import ToolContext, ToolInputError
 from sql_tools._sql import Filter
-from tasks.engine import quality
+from tasks.agent.gate import Gate
+from tasks.agent.ledger import Ledger
+from tasks.agent.models import Budget, Hypothesis
+from tasks.agent.run import investigate
+from tasks.agent.session import Session
+from tasks.engine import analyze, quality
+from tasks.engine.explain import compare_arguments
+from tasks.engine.parse import build_question
 from tasks.engine.quality import check_quality, two_proportion_p
-from tasks.engine.result import DataQualityIssue
+from tasks.engine.report import render
+from tasks.engine.result import DataQualityIssue, Explanation
 from tasks.engine.spec import Aggregate, DateRange, Metric, Periods, Question
 from tasks.load import load_files
 
+SCENARIOS = Path(__file__).resolve().parent.parent / "data" / "scenarios"
 BASELINE = DateRange(start=date(2024, 3, 4), end=date(2024, 3, 10))
 COMPARISON = DateRange(start=date(2024, 3, 11), end=date(2024, 3, 17))
 REGIONS = ("EU", "US", "APAC")
@@ -124,12 +136,30 @@ def _weekly() -> str:
         for n in range(60):
             device = "" if week == "w2" and n % 2 else DEVICES[n % 3]
             lines.append(f"{week},{REGIONS[n % 3]},{device},{n}.25")
-    lines += ["w2,EU,web,0.25"] * 3  # three extra copies of one w2 row
+    lines += lines[-12:]  # the last 12 rows of w2 (a file) loaded again
     return "\n".join(lines) + "\n"
 
 
 def _to_timestamp(r: Row) -> Row:
     return r | {"day": f"{r['day']} {8 + r['user_id']:02d}:30:00"}
+
+
+def pattern(name: str) -> ModuleType:
+    """A scenario generator, ``data/scenarios/pattern_<name>.py``, as a module."""
+    spec = importlib.util.spec_from_file_location(
+        f"pattern_{name}", SCENARIOS / f"pattern_{name}.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def visits_csv(**variant: Any) -> str:
+    """The event_rows scenario's visit log (one row per visit, no id), or a variant of it."""
+    gen = pattern("event_rows")
+    rows = gen.rows(**variant)
+    return "\n".join([",".join(gen.COLUMNS), *(",".join(map(str, r)) for r in rows)]) + "\n"
 
 
 JAN = DateRange(start=date(2024, 1, 1), end=date(2024, 1, 14))
@@ -156,6 +186,9 @@ DATASETS: dict[str, str] = {
     "late_dups": events_csv(duplicate=lambda r: r["day"] >= "2024-03-11"),
     "apac_defects": _planted_in_apac(),
     "weekly": _weekly(),
+    "visits": visits_csv(),
+    "visits_twice": visits_csv(loaded_twice=[date(2024, 3, 19), date(2024, 3, 27)]),
+    "visits_rush": visits_csv(busier=[date(2024, 3, 27)]),
 }
 
 
@@ -366,24 +399,68 @@ def test_two_proportion_test():
 # --- duplicate_rows -----------------------------------------------------------------------------
 
 
-def test_duplicate_rows_in_the_comparison(check):
+def test_duplicate_rows_part_of_a_day_loaded_again(check):
     issues = check(question("dups"))
     assert kinds(issues) == ["duplicate_rows"]
     (issue,) = issues
     assert issue.period == "comparison"
     d = issue.details
+    assert d["days"] == ["2024-03-12"] and d["repeated_days"] == {}  # part of the day only
     assert (d["comparison_duplicates"], d["comparison_rows"]) == (6, 69)
     assert (d["baseline_duplicates"], d["baseline_rows"]) == (0, 63)
     assert d["exact"] is True
-    assert "6 of 69 comparison rows" in issue.message and "inflated" in issue.message
+    assert "2024-03-12 (6 of 15 rows are copies)" in issue.message and "inflated" in issue.message
 
 
-def test_duplicate_rows_on_a_hash_sample(check, monkeypatch):
-    monkeypatch.setattr(quality, "DUPLICATE_EXACT_MAX_ROWS", 30)
+def test_duplicate_rows_whole_days_on_a_hash_sample(check, monkeypatch):
+    monkeypatch.setattr(quality, "DUPLICATE_EXACT_MAX_ROWS", 100)
     d = only(check(question("late_dups")), "duplicate_rows").details
-    assert d["exact"] is False and d["sample"] == "1/8"
+    assert d["exact"] is False and d["sample"] == "1/2"
+    comparison = [day.isoformat() for day in day_range(COMPARISON.start, COMPARISON.end)]
+    assert d["days"] == comparison and d["repeated_days"] == dict.fromkeys(comparison, 2)
     assert d["comparison_rows"] == 126 and d["comparison_rate"] == pytest.approx(0.5)
     assert d["comparison_duplicates"] == 63 and d["baseline_duplicates"] == 0
+
+
+VISITS = Periods(
+    time_column="date",
+    baseline=DateRange(start=date(2024, 3, 18), end=date(2024, 3, 24)),
+    comparison=DateRange(start=date(2024, 3, 25), end=date(2024, 3, 31)),
+)
+
+
+def visits(table: str) -> Question:
+    """sum(purchases) over the visit logs, week of 2024-03-25 against the week before."""
+    metric = Metric(table=table, numerator=Aggregate(fn="sum", column="purchases"))
+    return Question(metric=metric, periods=VISITS)
+
+
+def test_identical_events_are_not_duplicates(env, check):
+    """One row per visit and no id: nearly every row has an identical twin, every day alike."""
+    rows, distinct = env.rerun.execute(
+        "SELECT count(*), count(DISTINCT (date, platform, country, purchases)) FROM visits "
+        "WHERE date BETWEEN '2024-03-18' AND '2024-03-31'"
+    ).fetchone()
+    assert distinct < 0.05 * rows  # the data really is mostly identical rows
+    assert check(visits("visits"), ["platform", "country"]) == []
+
+
+def test_a_busier_day_is_not_a_double_load(check):
+    """Twice the visits on one day (counts double) is not evidence of rows loaded twice."""
+    assert check(visits("visits_rush"), ["platform", "country"]) == []
+
+
+def test_days_loaded_twice_are_named(check):
+    (issue,) = check(visits("visits_twice"), ["platform", "country"])
+    assert issue.kind == "duplicate_rows"
+    d = issue.details
+    assert d["days"] == ["2024-03-19", "2024-03-27"]
+    assert d["repeated_days"] == {"2024-03-19": 2, "2024-03-27": 2}
+    assert "2024-03-19 (every row twice), 2024-03-27 (every row twice)" in issue.message
+    # the extra copies are exactly the second load of each day
+    once = pattern("event_rows").rows()
+    assert d["baseline_duplicates"] == sum(r[0] == "2024-03-19" for r in once)
+    assert d["comparison_duplicates"] == sum(r[0] == "2024-03-27" for r in once)
 
 
 # --- label periods ------------------------------------------------------------------------------
@@ -399,7 +476,9 @@ def test_label_periods_get_null_and_duplicate_checks_only(check):
     spike = only(issues, "null_spike")
     assert spike.column == "device" and spike.evidence.arguments["comparison"] == "w2"
     dup = only(issues, "duplicate_rows")
-    assert dup.details["comparison_duplicates"] == 3 and dup.details["comparison_rows"] == 63
+    assert dup.details["periods"] == ["w2"] and dup.details["repeated_days"] == {}
+    assert dup.details["comparison_duplicates"] == 12 and dup.details["comparison_rows"] == 72
+    assert "w2 (12 of 72 rows are copies)" in dup.message
 
 
 # --- filters ------------------------------------------------------------------------------------
@@ -428,3 +507,189 @@ def test_filter_on_a_joined_column(check):
     issues = check(question("pro_gap", filters=pro), ["region"])
     assert kinds(issues) == ["missing_days"]
     assert issues[0].details["days"] == ["2024-03-12", "2024-03-13"]
+
+
+# --- which moves the data explains (tasks.engine.clean_days) ------------------------------------
+
+VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
+    "outage": ("segment_outage", {}),
+    "outage_and_drop": ("segment_outage", {"web_factor": 0.7}),
+    "ends_early": ("segment_outage", {"outage": (), "last_day": date(2024, 3, 29)}),
+    "ends_early_growth": (
+        "segment_outage",
+        {"outage": (), "last_day": date(2024, 3, 29), "growth": 1.6},
+    ),
+    "ends_early_web_drop": (
+        "segment_outage",
+        {"outage": (), "last_day": date(2024, 3, 29), "web_factor": 0.6},
+    ),
+    "loaded_twice": ("event_rows", {"android_factor": 1.0, "loaded_twice": [date(2024, 3, 27)]}),
+}
+"""Tables built by the scenario generators: table name -> (generator, variant)."""
+
+
+@pytest.fixture(scope="module")
+def moved(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ToolContext]:
+    """Every variant as one table of one database."""
+    root = tmp_path_factory.mktemp("moved")
+    paths = []
+    for name, (generator, variant) in VARIANTS.items():
+        gen = pattern(generator)
+        path = root / f"{name}.csv.gz"
+        path.write_bytes(gen.csv_bytes(gen.rows(**variant)))
+        paths.append(path)
+    db = root / "moved.duckdb"
+    load_files(paths, db)
+    with ToolContext(db) as ctx:
+        yield ctx
+
+
+def explained(ctx: ToolContext, table: str, metric: str, grain: str | None = None):
+    """The question on ``table`` for the scenarios' weeks, and the engine's analysis of it."""
+    q = build_question(
+        ctx.schema,
+        metric=metric,
+        table=table,
+        time_column="date",
+        baseline="2024-03-18:2024-03-24",
+        comparison="2024-03-25:2024-03-31",
+        grain=grain,
+        named_metrics=False,
+    )
+    return q, analyze(ctx, q)
+
+
+def headline(e: Explanation) -> str:
+    """report.md up to its first section."""
+    return render(e).split("\n## ", 1)[0]
+
+
+def data_problem(ctx: ToolContext, q: Question, analysis: Any) -> str:
+    """The offline planner's verdict on "a data problem"."""
+    result, _ = investigate(ctx, q, analysis)
+    (outcome,) = [o for o in result.outcomes if o.hypothesis.source == "data_quality"]
+    return outcome.status
+
+
+def test_a_segment_outage_is_a_data_problem_for_daily_users(moved):
+    q, a = explained(moved, "outage", "count(distinct customer_id)", grain="day")
+    e = a.explanation
+    assert e.change.significant and e.change.relative < 0
+    (cause,) = e.root_causes
+    assert cause.segment == {"platform": "web"} and cause.effect == "data_quality"
+    note = cause.data_quality
+    assert note.explained and note.kinds == ["segment_missing_days"]
+    assert note.days_set_aside == {"baseline": [], "comparison": ["2024-03-27"]}
+    assert "2024-03-27" in note.message and note.evidence.sql
+    top = headline(e)
+    assert "This drop is a data problem first" in top and "2024-03-27" in top
+    assert data_problem(moved, q, a) == "confirmed"
+
+
+def test_a_real_drop_with_an_outage_stays_a_business_change(moved):
+    """Web revenue really fell by 30%, and web also misses a day: the drop is web's own."""
+    q, a = explained(moved, "outage_and_drop", "sum(revenue)")
+    e = a.explanation
+    (cause,) = e.root_causes
+    assert cause.segment == {"platform": "web"} and cause.effect == "rate"
+    note = cause.data_quality  # the missing day is still named on it
+    assert not note.explained and note.days_set_aside["comparison"] == ["2024-03-27"]
+    assert note.move_on_clean_days < -0.2  # still about -30% without the missing day
+    assert "data problem first" not in headline(e)
+    assert "2024-03-27" in render(e)
+    assert data_problem(moved, q, a) == "ruled_out"
+
+
+def test_a_partial_period_is_a_data_problem(moved):
+    """The data ends on 2024-03-29: the comparison week lacks its weekend."""
+    q, a = explained(moved, "ends_early", "sum(revenue)")
+    e = a.explanation
+    assert "partial_period" in [i.kind for i in e.data_quality]
+    assert e.change.significant and not e.root_causes
+    shift = e.global_shift
+    assert shift is not None and shift.effect == "data_quality"
+    assert shift.data_quality.days_set_aside["comparison"] == ["2024-03-30", "2024-03-31"]
+    assert abs(shift.data_quality.move_on_clean_days) < 0.05 < abs(shift.data_quality.move)
+    top = headline(e)
+    assert "This drop is a data problem first" in top and "2024-03-30, 2024-03-31" in top
+    assert data_problem(moved, q, a) == "confirmed"
+
+
+def test_growth_seen_through_a_partial_period_is_growth(moved):
+    """Sessions grew 60% and the data ends early: the rise is the business's, not the data's."""
+    q, a = explained(moved, "ends_early_growth", "sum(revenue)")
+    e = a.explanation
+    shift = e.global_shift
+    assert shift is not None and shift.effect == "rate"
+    assert shift.data_quality.move_on_clean_days > 0.4 and not shift.data_quality.explained
+    assert "data problem first" not in headline(e)
+    assert data_problem(moved, q, a) == "ruled_out"
+
+
+def test_a_partial_period_and_a_real_drop_are_told_apart(moved):
+    """Web revenue fell 40% and the data ends early: web is a business cause, the even shift of
+    the rest is the missing weekend, and the headline says both, the data problem first."""
+    q, a = explained(moved, "ends_early_web_drop", "sum(revenue)")
+    e = a.explanation
+    (cause,) = e.root_causes
+    assert cause.segment == {"platform": "web"} and cause.effect == "rate"
+    shift = e.global_shift
+    assert shift is not None and shift.effect == "data_quality"
+    assert "outside the root causes" in shift.data_quality.message
+    top = headline(e)
+    assert "This drop is a data problem first" in top
+    assert "The business causes below account for the rest" in top
+
+
+def test_a_day_loaded_twice_is_a_data_problem(moved):
+    """Nothing changed but the second load of 2024-03-27: visits look 12% up."""
+    q, a = explained(moved, "loaded_twice", "count(*)")
+    e = a.explanation
+    assert only(e.data_quality, "duplicate_rows").details["repeated_days"] == {"2024-03-27": 2}
+    shift = e.global_shift
+    assert shift is not None and shift.effect == "data_quality"
+    assert shift.data_quality.days_set_aside["comparison"] == ["2024-03-27"]
+    assert "This rise is a data problem first" in headline(e)
+    assert "days loaded more than once" in headline(e)
+    assert data_problem(moved, q, a) == "confirmed"
+
+
+@pytest.mark.parametrize(
+    ("table", "accepted"),
+    [("outage", {"data_quality"}), ("outage_and_drop", {"rate"})],
+)
+def test_the_gate_takes_web_for_what_the_data_shows(moved, table, accepted):
+    """A finding on web with the right numbers holds only in the category the engine found:
+    a data problem where the move goes away on the days web has, a rate change where it stays."""
+    q, a = explained(moved, table, "sum(revenue)")
+    ledger = Ledger()
+    web = {"platform": "web"}
+    h = Hypothesis(
+        id="h1", title="web", story="web moved", expected="web moves", segment=web,
+        dimensions=["platform"], category="rate", prior=0.5, source="model",
+    )  # fmt: skip
+    session = Session(moved, h, ledger, Gate(moved, q, a, ledger), Budget())
+    _, payload, entry = session.call(
+        "metric_compare_periods", {**compare_arguments(q), "group_by": ["platform"]}
+    )
+    (row,) = [r for r in payload["rows"] if r["platform"] == "web"]
+    verdicts = {}
+    for category in ("rate", "data_quality"):
+        _, finding, _ = session.call(
+            "write_finding",
+            {
+                "segment": web,
+                "category": category,
+                "title": "web",
+                "summary": "web moved",
+                "evidence": [entry.id],
+                "baseline_value": row["baseline"],
+                "comparison_value": row["comparison"],
+            },
+        )
+        verdicts[category] = finding["status"], finding.get("critique") or ""
+    assert {c for c, (status, _) in verdicts.items() if status == "accepted"} == accepted
+    if table == "outage":
+        assert "data_quality" in verdicts["rate"][1]
+    else:
+        assert verdicts["data_quality"][1].startswith("no move of this segment is explained")

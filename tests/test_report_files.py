@@ -21,7 +21,7 @@ import pytest
 from tasks.charts import daily_series, waterfall_bars
 from tasks.engine.report import fmt, render, segment_text
 from tasks.engine.result import Explanation
-from tasks.report_files import charts_markdown, write_report_files
+from tasks.report_files import charts_markdown, render_html, write_report_files
 from tests.report_tables import (
     SEGMENT_SECTIONS,
     html_tables,
@@ -603,6 +603,27 @@ def test_hostile_text_renders_escaped(demo: dict[str, Any], tmp_path: Path) -> N
         and bars[1].name == f"platform = {IMG}, app_version = $\\frac{{1}}{{0}}$ 🚀 中文"
     )
     assert "\u202e" not in page
+
+
+def test_a_data_problem_comes_first_on_the_page(demo: dict[str, Any], tmp_path: Path) -> None:
+    """A root cause the data explains: the headline says so before any root cause, with the
+    note's days, and the note's text stays inert."""
+    r = copy.deepcopy(demo["result"])
+    rc = r["root_causes"][0]
+    rc["effect"] = "data_quality"
+    rc["data_quality"] = {
+        "kinds": ["segment_missing_days"],
+        "message": f"no rows on 2024-03-27 {IMG}",
+        "explained": True,
+    }
+    page = render_html(r)
+    first = page.index('<p class="datafirst">')
+    assert first < page.index("<h2>Root causes</h2>")
+    assert "This drop is a data problem first" in page[first:]
+    assert "<li>no rows on 2024-03-27 &lt;img src=x onerror=alert(1)&gt;</li>" in page
+    assert_inert(page, images=0)
+    # a business cause keeps the headline as it was
+    assert '<p class="datafirst">' not in render_html(demo["result"])
 
 
 def test_unreadable_database_leaves_out_only_the_timeseries(

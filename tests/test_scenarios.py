@@ -37,6 +37,8 @@ GENERATORS = {
     ],
     "pattern_tied_columns.py": ["tied_columns"],
     "pattern_small_events.py": ["binary_events", "flat_many", "uneven_drop"],
+    "pattern_segment_outage.py": ["segment_outage"],
+    "pattern_event_rows.py": ["event_rows"],
 }
 
 
@@ -113,7 +115,10 @@ def test_root_causes_are_exactly_the_planted_segments(investigated):
     exp, result, _ = investigated
     found = result.get("root_causes") or []
     if exp["data_quality"]:  # the plant is a data problem: a data_quality "cause" is fine
-        found = [c for c in found if c.get("effect") != "data_quality"]
+        planted = segment_set(exp["root_causes"])
+        found = [
+            c for c in found if c.get("effect") != "data_quality" or segment_set([c]) <= planted
+        ]
     assert segment_set(found) == segment_set(exp["root_causes"]), (
         f"{exp['scenario']}: planted {[c['segment'] for c in exp['root_causes']]}, "
         f"engine named {[c['segment'] for c in found]}"
@@ -154,6 +159,25 @@ def test_data_quality_findings(investigated):
         assert not business, f"an ingestion gap blamed on {[c['segment'] for c in business]}"
     else:  # no day is missing in these datasets
         assert "missing_days" not in kinds, (exp["scenario"], issues)
+    for cause in exp["root_causes"]:
+        if cause["effect"] != "data_quality":
+            continue
+        # the segment's own issue names its missing days, and so does the root cause
+        (named,) = [c for c in result["root_causes"] if c["segment"] == cause["segment"]]
+        note = named["data_quality"]
+        assert note["explained"] and "segment_missing_days" in note["kinds"]
+        aside = note["days_set_aside"]["baseline"] + note["days_set_aside"]["comparison"]
+        assert aside == exp["missing_dates"], note
+        for day in exp["missing_dates"]:
+            assert day in note["message"]
+        own = [i for i in issues if i["kind"] == "segment_missing_days"]
+        assert any(
+            i["segment"] == cause["segment"] and day in i["details"]["days"]
+            for i in own
+            for day in exp["missing_dates"]
+        ), own
+    if not exp["data_quality"]:  # no defect planted: none is reported
+        assert not issues, (exp["scenario"], issues)
 
 
 def test_report_names_the_cause(investigated):
@@ -167,6 +191,14 @@ def test_report_names_the_cause(investigated):
             assert mentions(text, str(value)), f"report.md does not name {column}={value}"
     for day in exp["missing_dates"]:
         assert day in text, f"report.md does not name the missing day {day}"
+    # a planted data problem is what the report says first, before any business story
+    headline = text.split("\n## ", 1)[0]
+    planted_data = exp["data_quality"] and exp["significant"]
+    assert ("is a data problem first" in headline) is bool(planted_data), headline
+    if planted_data:
+        assert headline.index("data problem first") < text.index("## Root causes")
+        for day in exp["missing_dates"]:
+            assert day in headline
 
 
 def name_set(segment: dict) -> frozenset:
@@ -323,6 +355,13 @@ def test_hypotheses_have_verdicts_and_evidence(investigated):
     if not exp["significant"]:
         assert not confirmed
         assert any(h["status"] == "ruled_out" for h in hyps)
+    # "a data problem" stands exactly when one was planted, on the gate's word
+    (data,) = [h for h in hyps if h["source"] == "data_quality"]
+    if exp["data_quality"]:
+        assert data["status"] == "confirmed", data
+        assert any(f["category"] == "data_quality" for f in accepted)
+    else:
+        assert data["status"] == "ruled_out", data
     ruled_out = [h for h in hyps if h["status"] == "ruled_out"]
     assert ruled_out, "an investigation that rules nothing out has not tested alternatives"
     lines = (out / "evidence.jsonl").read_text().splitlines()

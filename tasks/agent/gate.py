@@ -203,11 +203,15 @@ class Gate:
     def _statistics(self, f: Finding) -> str | None:
         e = self.analysis.explanation
         if f.category == "data_quality":
-            issues = [d for d in e.data_quality if _covers(d.segment, d.column, f.segment)]
-            return None if issues else "no data-quality check found a problem in this segment"
+            return self._data_problem(f)
         if f.category == "global" or not f.segment:
             if e.global_shift is None:
                 return "no even shift of the whole population: the move is in segments"
+            if e.global_shift.effect == "data_quality":
+                return (
+                    "no even shift in the business: the even move goes away on the days the "
+                    "data fully covers (a data problem)"
+                )
             f.contribution, f.share = e.global_shift.contribution, e.global_shift.share
             return None
         test = self.analysis.test(f.segment)
@@ -238,9 +242,34 @@ class Gate:
                 f"explained by the root causes: once {'; '.join(named) or 'the named causes'} "
                 "are taken into account, what is left of this segment's move is within the noise"
             )
+        if any(
+            _same(rc.segment, f.segment) and rc.effect == "data_quality" for rc in e.root_causes
+        ):
+            return (
+                f"category {f.category!r} does not fit: the segment's move goes away on the days "
+                "its data fully covers (category 'data_quality')"
+            )
         if f.category != test.effect:
             return f"category {f.category!r} does not fit: the data shows {test.effect!r}"
         return None
+
+    def _data_problem(self, f: Finding) -> str | None:
+        """A data problem holds when the engine puts the segment's move down to the data (a root
+        cause, or the even shift for the whole population, with effect data_quality: its move
+        goes away on the days the data fully covers, and a check named the defect)."""
+        e = self.analysis.explanation
+        for s in [*e.root_causes, e.global_shift]:
+            if s is not None and s.effect == "data_quality" and _same(s.segment, f.segment):
+                f.contribution, f.share = s.contribution, s.share
+                return None
+        issues = [d for d in e.data_quality if _covers(d.segment, d.column, f.segment)]
+        if not issues:
+            return "no data-quality check found a problem in this segment"
+        kinds = ", ".join(sorted({d.kind.replace("_", " ") for d in issues}))
+        return (
+            f"no move of this segment is explained by its data: the checks found {kinds}, but "
+            "its move does not go away on the days the data fully covers"
+        )
 
     def _close(self, claimed: float | None, measured: float | None) -> bool:
         if claimed is None or measured is None:
@@ -255,6 +284,11 @@ class Gate:
 def finding_key(segment: dict[str, Any], category: str) -> str:
     """The idempotency key: the segment (columns sorted) and the category."""
     return json.dumps(sorted((k, str(v)) for k, v in segment.items())) + "|" + category
+
+
+def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """The same segment (values compared as text: ``5.2`` from a model names the value 5.2)."""
+    return {k: str(v) for k, v in a.items()} == {k: str(v) for k, v in b.items()}
 
 
 def _covers(issue_segment: dict[str, Any], column: str | None, segment: dict[str, Any]) -> bool:

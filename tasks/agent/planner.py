@@ -138,17 +138,21 @@ def offline_hypotheses(
                 kind="global",
             )
         )
-    out.append(
-        dict(
-            title="A data problem, not the business",
-            story="Missing days, a partly loaded period, duplicated rows or a spike of empty "
-            "values moved the number, not customers.",
-            expected="The data-quality checks find gaps, duplicates or null spikes in the periods.",
-            category="data_quality",
-            prior=0.5 if e.data_quality else 0.1,
-            kind="data_quality",
-        )
+    data_problem = dict(
+        title="A data problem, not the business",
+        story="Missing days, a partly loaded period, duplicated rows or a spike of empty "
+        "values moved the number, not customers.",
+        expected="The data-quality checks find gaps, duplicates or null spikes in the periods, "
+        "and the move goes away on the days the data fully covers.",
+        category="data_quality",
+        prior=0.8 if _data_moves(e) else 0.3 if e.data_quality else 0.1,
+        kind="data_quality",
     )
+    # the headline's order: a move the data explains is looked at first
+    if _data_moves(e):
+        out.insert(0, data_problem)
+    else:
+        out.append(data_problem)
     if history:
         out = [x for x in (_with_history(h, history) for h in out) if x is not None]
     hyps = []
@@ -158,6 +162,12 @@ def offline_hypotheses(
         fields.setdefault("source", "data_quality" if h.get("kind") == "data_quality" else "engine")
         hyps.append((Hypothesis(id=f"h{i}", **fields), h))
     return hyps
+
+
+def _data_moves(e: Explanation) -> list[Segment]:
+    """Root causes, and the even shift, that the engine puts down to the data."""
+    moved = [*e.root_causes, e.global_shift] if e.change.significant else []
+    return [s for s in moved if s is not None and s.effect == "data_quality"]
 
 
 def _overlaps(seg: dict[str, Any], named: list[dict[str, Any]]) -> bool:
@@ -405,29 +415,48 @@ def _plan_global(session: Session, q: Question, e: Explanation) -> str:
     return "concluded"
 
 
+def _not_the_data(e: Explanation) -> str:
+    """Why the data-quality issues found do not explain the move."""
+    kinds = ", ".join(sorted({d.kind.replace("_", " ") for d in e.data_quality}))
+    moved = [*e.root_causes, e.global_shift]
+    notes = [s.data_quality.message for s in moved if s is not None and s.data_quality]
+    if not e.change.significant:
+        return f"The checks found {kinds}, but the change is within the noise."
+    if notes:
+        return f"The checks found {kinds}, but they do not explain the move: " + " ".join(notes)
+    return (
+        f"The checks found {kinds}, but none of them leaves days out of the segments that moved, "
+        "so none explains the move."
+    )
+
+
 def _plan_quality(session: Session, q: Question, e: Explanation) -> str:
-    args = compare_arguments(q)
+    """Rows per day (of the segment the data explains, if any), then a data_quality finding
+    for that segment; ruled out when no move is put down to the data."""
+    moves = _data_moves(e)
+    seg = dict(moves[0].segment) if moves else {}
+    args = compare_arguments(q, seg)
     if q.periods.by_dates:
         args["group_by"] = [q.periods.time_column]
         args["limit"] = 1000
         args["metric"] = {"agg": "count"}
     _, _, entry = session.call("metric_compare_periods", args)
     ids = [entry.id]
-    if not e.data_quality:
+    if not moves:
+        if e.data_quality:
+            summary = _not_the_data(e)
+        else:
+            summary = (
+                "The checks found no missing days, partial periods, duplicated rows or null spikes."
+            )
         session.call(
             "conclude",
-            {
-                "status": "ruled_out",
-                "confidence": "medium",
-                "summary": "The checks found no missing days, partial periods, duplicated rows "
-                "or null spikes.",
-                "evidence": ids,
-            },
+            {"status": "ruled_out", "confidence": "medium", "summary": summary, "evidence": ids},
         )
         return "concluded"
-    issue = e.data_quality[0]
-    seg = dict(issue.segment)
     claim_ids, numbers = _claim(session, q, seg)
     result = _write(session, seg, "data_quality", ids + claim_ids, numbers)
-    _finding_verdict(session, ids + claim_ids, result, issue.message)
+    note = moves[0].data_quality
+    what = note.message if note is not None else "the move matches the data-quality problems"
+    _finding_verdict(session, ids + claim_ids, result, what)
     return "concluded"

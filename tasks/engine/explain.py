@@ -16,6 +16,7 @@ from scipy import stats
 from sql_tools._context import ToolContext
 from sql_tools._errors import ToolInputError
 from tasks.engine import cube as cube_mod
+from tasks.engine.clean_days import assign_data_quality
 from tasks.engine.cube import Cube, build_cube, daily_series
 from tasks.engine.result import (
     Change,
@@ -207,10 +208,11 @@ def _explain(ctx: ToolContext, q: Question) -> Analysis:
     if kind == "ratio":
         causes = _with_mix(cube, q, contrib, causes, eligible, totals)
     delta = totals["comparison"] - totals["baseline"] if _finite(totals) else None
-    global_shift = _global_shift(cube, found, kind, delta, quality, change.significant)
+    global_shift = _global_shift(cube, found, kind, delta, change.significant)
     if not change.significant:
         notes.append("the change is within the noise; no root causes are named")
         causes = []
+    assign_data_quality(ctx, q, causes, global_shift, quality, found.z_crit)
     direction = math.copysign(1.0, delta) if delta else 1.0
     causes.sort(key=lambda s: (-(s.contribution * direction > 0), -abs(s.contribution)))
     drivers, offsetting = _drivers(cube, contrib, found, eligible, direction)
@@ -689,13 +691,13 @@ def _global_shift(
     found: Search,
     kind: str,
     delta: float | None,
-    quality: list[DataQualityIssue],
     significant: bool,
 ) -> Segment | None:
     """The even move of everything: what remains once the named segments are taken out.
 
     Reported when the change is significant and at least half of it is left over after the
-    root causes, so no segment stood out for it: it hit everything alike.
+    root causes, so no segment stood out for it: it hit everything alike. Whether it is the
+    data's doing (missing or repeated days) is decided by ``assign_data_quality``.
     """
     if not significant or not delta:
         return None
@@ -705,13 +707,12 @@ def _global_shift(
         part /= max(cube.total["dc"], 1e-300)
     if pick is None and (part * delta <= 0 or abs(part) < 0.5 * abs(delta)):
         return None
-    missing = [d for d in quality if d.kind in ("missing_days", "partial_period")]
     return Segment(
         segment={},
         contribution=part,
         share=part / delta,
         unexpected=0.0,
-        effect="data_quality" if missing else "rate",
+        effect="rate",
         p_value=None,
         significant=True,
     )

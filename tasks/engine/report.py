@@ -152,6 +152,41 @@ class Columns:
         )
 
 
+def data_first(result: dict[str, Any]) -> list[str]:
+    """The headline's first words when the data explains the move (plain text, unescaped): what
+    share of the change is a data problem, then each such root cause's or shift's note. Empty
+    when no move is put down to the data."""
+    change = result.get("change") or {}
+    if not change.get("significant"):
+        return []
+    moved = [*(result.get("root_causes") or []), result.get("global_shift")]
+    data = [s for s in moved if s and s.get("effect") == "data_quality"]
+    if not data:
+        return []
+    absolute = change.get("absolute")
+    word = "drop" if isinstance(absolute, int | float) and absolute < 0 else "rise"
+    shares = [s.get("share") for s in data]
+    share = sum(shares) if all(isinstance(x, int | float) for x in shares) else None
+    how_much = "" if share is None else f" ({min(share, 1.0) * 100:.0f}% of the change)"
+    business = [s for s in moved if s and s.get("effect") != "data_quality"]
+    rest = " The business causes below account for the rest." if business else ""
+    kinds = {k for s in data for k in (s.get("data_quality") or {}).get("kinds", [])}
+    what = " and ".join(
+        w
+        for w, hit in (
+            ("days missing from the data", kinds != {"duplicate_rows"}),
+            ("days loaded more than once", "duplicate_rows" in kinds),
+        )
+        if hit
+    )
+    first = (
+        f"This {word} is a data problem first{how_much}: {what}, not a change in the "
+        f"business.{rest}"
+    )
+    notes = [(s.get("data_quality") or {}).get("message") for s in data]
+    return [first, *[n for n in notes if n]]
+
+
 def _row(s: Segment, ratio: bool, cols: Columns, note: str = "") -> str:
     effect = s.effect
     if ratio and s.rate is not None and s.mix is not None:
@@ -203,6 +238,9 @@ def render(e: Explanation, *, db: str | None = None) -> str:
         f"{fmt(c.absolute)} ({fmt(c.relative, 'percent') if c.relative is not None else 'n/a'})."
     )
     lines.append("")
+    first = data_first(e.model_dump(mode="json", include={"change", "root_causes", "global_shift"}))
+    if first:
+        lines += [f"**{esc(first[0], 400)}**", "", *[f"- {esc(n, 600)}" for n in first[1:]], ""]
     if c.significant:
         lines.append(f"This change is **significant** (p = {c.p_value:.2g}; {esc(c.method, 400)}).")
     else:
@@ -234,16 +272,23 @@ def render(e: Explanation, *, db: str | None = None) -> str:
             )
             lines.append("")
             lines += _table(e.root_causes, ratio)
+            # notes of moves not put down to the data (those are in the headline)
+            notes = [
+                rc.data_quality.message
+                for rc in e.root_causes
+                if rc.data_quality is not None and rc.effect != "data_quality"
+            ]
+            lines += ["", *[f"- {esc(n, 600)}" for n in notes]] if notes else []
         else:
             lines.append("No single segment stands out: the change is spread across the data.")
         lines.append("")
         if e.global_shift is not None:
             g = e.global_shift
-            why = (
-                "it matches the data-quality problems above"
-                if g.effect == "data_quality"
-                else "every segment moved by about the same factor"
-            )
+            why = "every segment moved by about the same factor"
+            if g.data_quality is not None:
+                why = esc(g.data_quality.message.rstrip("."), 600)
+            elif g.effect == "data_quality":
+                why = "it matches the data-quality problems above"
             lines += [
                 "## Everything moved",
                 "",

@@ -19,6 +19,33 @@ class Evidence(BaseModel):
     result: dict[str, Any] = {}
 
 
+class DataQualityNote(BaseModel):
+    """A data defect behind a segment's move: the days it leaves out, and the move without them."""
+
+    kinds: list[str] = Field(description="Kinds of the data-quality issues that set days aside.")
+    issues: list[str] = Field(default=[], description="Those issues' messages (segment issues).")
+    message: str = Field(description="One plain sentence: the days, the move with and without.")
+    days_set_aside: dict[str, list[str]] = Field(
+        default={}, description="Per period, the days left out (no rows, or loaded k times)."
+    )
+    move: float | None = Field(default=None, description="Relative move over every day.")
+    move_on_clean_days: float | None = Field(
+        default=None, description="Relative move on the clean days only (paired when they pair)."
+    )
+    unexpected: float | None = Field(
+        default=None, description="Root causes: the move beyond the rest of the data."
+    )
+    unexpected_on_clean_days: float | None = None
+    z_on_clean_days: float | None = Field(
+        default=None, description="Root causes: what is left, in units of the noise that named it."
+    )
+    p_value_on_clean_days: float | None = Field(
+        default=None, description="The even shift: t-test of daily values on the clean days."
+    )
+    explained: bool = Field(description="True: the move is the data's doing (effect data_quality).")
+    evidence: Evidence | None = None
+
+
 class Segment(BaseModel):
     """One segment's movement: the answer's unit."""
 
@@ -44,6 +71,9 @@ class Segment(BaseModel):
     significant: bool = False
     baseline_volume: float | None = Field(default=None, description="Rows (or denominator) before.")
     comparison_volume: float | None = None
+    data_quality: DataQualityNote | None = Field(
+        default=None, description="A data defect in this segment's days, and what it explains."
+    )
     evidence: Evidence | None = None
 
 
