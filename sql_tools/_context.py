@@ -55,6 +55,7 @@ class Limits(BaseModel):
     max_list_items: int = 1000
     max_string_bytes: int = 1024
     max_input_bytes: int = 64 * 1024
+    max_nesting: int = 32
     address_space_bytes: int = Field(
         default=3 * 1024**3,
         description="Address-space cap for a process dedicated to tool calls (the CLI); bounds "
