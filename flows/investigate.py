@@ -20,6 +20,7 @@ from typing import Any
 
 from prefect import flow
 
+from sql_tools.output import printable
 from tasks import (
     decompose,
     gate,
@@ -274,7 +275,8 @@ def _artifacts(report_md: str, result: dict[str, Any]) -> None:
                              description="report.md")  # fmt: skip
     rows = [
         {
-            "segment": ", ".join(f"{k}={v}" for k, v in f["segment"].items()) or "everything",
+            "segment": printable(", ".join(f"{k}={v}" for k, v in f["segment"].items()))
+            or "everything",
             "category": f["category"],
             "status": f["status"],
             "share": None if f.get("share") is None else round(f["share"], 4),

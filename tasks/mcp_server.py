@@ -30,7 +30,7 @@ from pydantic import ValidationError
 
 from sql_tools._context import Limits, ToolContext, limit_address_space
 from sql_tools._errors import one_line
-from sql_tools.output import shallow
+from sql_tools.output import dumps, json_safe, shallow
 from sql_tools.registry import TOOLS, dispatch, input_schema
 
 log = logging.getLogger("drilldown.mcp")
@@ -71,9 +71,10 @@ def tool_definitions(ctx: ToolContext) -> list[types.Tool]:
 
 def tool_result(is_error: bool, payload: dict[str, Any]) -> types.CallToolResult:
     """A ``dispatch`` outcome as an MCP result: JSON text plus the same object as structured content."""
-    text = json.dumps(payload, ensure_ascii=False, allow_nan=False)
     return types.CallToolResult(
-        content=[types.TextContent(text=text)], structured_content=payload, is_error=is_error
+        content=[types.TextContent(text=dumps(payload))],
+        structured_content=json_safe(payload),
+        is_error=is_error,
     )
 
 

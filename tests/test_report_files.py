@@ -443,7 +443,8 @@ def test_charts_markdown_links_only_our_files(demo: dict[str, Any]) -> None:
 
 IMG = "<img src=x onerror=alert(1)>"
 TITLE = "![x](https://attacker.example) <script>alert(2)</script>"
-ODD = "$\\frac{1}{0}$ \u202e🚀 中文"  # mathtext, a direction override, glyphs the font lacks
+# mathtext, a direction override, glyphs the font lacks, a terminal escape sequence
+ODD = "$\\frac{1}{0}$ \u202e🚀 中文 \x1b[2J"
 
 
 def _hostile(result: dict[str, Any]) -> dict[str, Any]:
@@ -508,9 +509,11 @@ def test_hostile_text_renders_escaped(demo: dict[str, Any], tmp_path: Path) -> N
     bars = waterfall_bars(r)
     assert (
         bars is not None
-        and bars[1].name == f"platform = {IMG}, app_version = $\\frac{{1}}{{0}}$ 🚀 中文"
+        and bars[1].name
+        == f"platform = {IMG}, app_version = $\\frac{{1}}{{0}}$ \\u202e🚀 中文 \\x1b[2J"
     )
-    assert "\u202e" not in page
+    assert "\u202e" not in page and "\x1b" not in page
+    assert "$\\frac{1}{0}$ \\u202e🚀 中文 \\x1b[2J" in page
 
 
 def test_unreadable_database_leaves_out_only_the_timeseries(
