@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from datetime import date, datetime
 from typing import Any, Literal
 
@@ -16,11 +17,13 @@ from sqlglot import exp
 
 from sql_tools._context import Column, QueryOutput, Schema, ToolContext
 from sql_tools._errors import ToolInputError, short
-from sql_tools.catalog import Scalar, jsonable
+from sql_tools.catalog import INTEGER_TYPES, Scalar, jsonable
+from sql_tools.output import MAX_SAFE_INTEGER
 
 FilterOp = Literal[
     "=", "!=", "<", "<=", ">", ">=", "in", "not_in", "is_null", "not_null", "between", "contains"
 ]
+_INTEGER = re.compile(r"-?[0-9]{1,40}")
 Agg = Literal["count", "count_distinct", "sum", "avg", "min", "max"]
 
 
@@ -158,6 +161,8 @@ def typed_value(ctx: ToolContext, col: Column, value: Any) -> Any:
             code="limit_exceeded",
         )
     if col.kind == "number":
+        if isinstance(value, str) and col.type.upper() in INTEGER_TYPES:
+            value = _big_integer(value)
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise _type_error(col, value, "a number")
         if isinstance(value, float) and not math.isfinite(value):
@@ -179,6 +184,14 @@ def typed_value(ctx: ToolContext, col: Column, value: Any) -> Any:
         f"column {col.ref!r} has type {col.type}; only is_null/not_null filters apply",
         code="type_mismatch",
     )
+
+
+def _big_integer(text: str) -> int | str:
+    """An integer beyond 2^53 - 1 written as a string (as every JSON the product emits writes
+    it) as the integer; any other string unchanged."""
+    if _INTEGER.fullmatch(text) and abs(int(text)) > MAX_SAFE_INTEGER:
+        return int(text)
+    return text
 
 
 def parse_when(text: str, kind: str, *, field_name: str) -> date | datetime:

@@ -15,8 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from tests.test_hostile_values import ZWSP
-from tests.test_hostile_values import _products_csv as products_csv
+from tests.test_hostile_values import LINK, PRODUCTS, RLO, ZWSP, weeks_csv
 
 ROOT = Path(__file__).resolve().parent.parent
 BLOCK = re.compile(r"<(untrusted-data-[0-9a-f]{12}) source=\"[^\"]*\">\n(.*)\n</\1>", re.S)
@@ -212,7 +211,7 @@ def test_the_model_reads_invisible_and_control_characters_as_escapes(tmp_path):
     """What the model reads of a cell: ``Wid\\u200bget``, never a second ``Widget``, and no raw
     direction override or terminal sequence; the value it sends back still selects its rows."""
     csv = tmp_path / "products.csv"
-    csv.write_text(products_csv(), encoding="utf-8")
+    csv.write_text(weeks_csv("product", PRODUCTS, falling=[ZWSP, RLO, LINK]), encoding="utf-8")
     segment = {"product": ZWSP}
 
     def model(body: dict[str, Any], n: int) -> dict[str, Any]:

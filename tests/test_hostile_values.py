@@ -23,6 +23,7 @@ ZWSP = "Wid\u200bget"  # looks exactly like Widget
 RLO = "abc\u202efdp.exe"  # a direction override: drawn as "abcexe.pdf"
 LINK = f"{ESC}]8;;https://evil.example/{ESC}\\click{ESC}]8;;{ESC}\\ {ESC}[2J{ESC}[31mred{ESC}[0m"
 HIDDEN = ("\u200b", "\u202e", ESC)
+PRODUCTS = ["Widget", ZWSP, RLO, LINK, "Gadget", "Gizmo"]  # the hostile three fall
 WEEKS = ("2024-01-01:2024-01-07", "2024-01-08:2024-01-14")
 
 
@@ -31,35 +32,40 @@ def tool(db: Path, name: str, args: dict[str, Any]) -> tuple[subprocess.Complete
     return proc, json.loads(proc.stdout)
 
 
-def _products_csv() -> str:
-    """Six products a day for two weeks; the three hostile ones fall by 70% in the second."""
-    products = ["Widget", ZWSP, RLO, LINK, "Gadget", "Gizmo"]
-    rows = ["day,product,revenue"]
+def weeks_csv(column: str, values: list[Any], falling: list[Any]) -> str:
+    """Two weeks of revenue, three rows a day per value of ``column`` (and a BIGINT ``units``
+    column of 2^60 + day); the ``falling`` values' revenue drops by 70% in the second week."""
+    rows = [f"day,{column},units,revenue"]
     for d in range(14):
         day = date(2024, 1, 1) + timedelta(days=d)
-        for i, p in enumerate(products):
+        for i, v in enumerate(values):
             for k in range(3):
                 value = 100 + (d * 7 + i * 13 + k * 5) % 11
-                if d >= 7 and p in (ZWSP, RLO, LINK):
+                if d >= 7 and v in falling:
                     value *= 0.3
-                rows.append(f'{day},"{p}",{value:.2f}')
+                rows.append(f'{day},"{v}",{2**60 + d},{value:.2f}')
     return "\n".join(rows) + "\n"
+
+
+def investigated(root: Path, name: str, csv_text: str, *args: str) -> dict[str, Any]:
+    """``root/name.csv`` investigated offline by the CLI (sum of revenue, week over week)."""
+    csv = root / f"{name}.csv"
+    csv.write_text(csv_text, encoding="utf-8")
+    out = root / "out"
+    proc = drilldown(
+        "investigate", str(csv), "--metric", "sum(revenue)", "--time-column", "day",
+        "--baseline", WEEKS[0], "--comparison", WEEKS[1], "--offline", "--no-remember",
+        "--out", str(out), *args,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return {"out": out, "db": out / "data.duckdb", "proc": proc}
 
 
 @pytest.fixture(scope="module")
 def hostile(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The products investigated offline by the CLI."""
-    root = tmp_path_factory.mktemp("hostile")
-    csv = root / "products.csv"
-    csv.write_text(_products_csv(), encoding="utf-8")
-    out = root / "out"
-    proc = drilldown(
-        "investigate", str(csv), "--metric", "sum(revenue)", "--time-column", "day",
-        "--baseline", WEEKS[0], "--comparison", WEEKS[1], "--offline", "--no-remember",
-        "--out", str(out),
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    return {"out": out, "db": out / "data.duckdb", "proc": proc}
+    text = weeks_csv("product", PRODUCTS, falling=[ZWSP, RLO, LINK])
+    return investigated(tmp_path_factory.mktemp("hostile"), "products", text)
 
 
 def read(run: dict[str, Any], name: str) -> str:
@@ -116,10 +122,76 @@ def test_tool_results_keep_values_apart_and_print_them_escaped(hostile):
     assert not any(ch in proc.stdout for ch in HIDDEN)
     assert '"product": "Wid\\u200bget"' in proc.stdout
     counts = {r["product"]: r["count"] for r in out["rows"]}
-    assert counts == {p: 42 for p in ("Widget", ZWSP, RLO, LINK, "Gadget", "Gizmo")}
+    assert counts == {p: 42 for p in PRODUCTS}
     # The exact value is bound as a parameter: it selects its own rows, not Widget's.
     only = {**args, "filters": [{"column": "product", "op": "=", "value": ZWSP}]}
     proc, out = tool(db, "metric_aggregate", only)
     assert [r["product"] for r in out["rows"]] == [ZWSP] and out["params"] == {"p1": ZWSP}
     assert "\\u200b" in proc.stdout and "\u200b" not in proc.stdout
     assert file_digest(db) == before
+
+
+# --- integers beyond 2^53 -----------------------------------------------------------------------
+
+SAFE = 2**53 - 1
+ACCOUNTS = [2**60 + 1, 2**60 + 2, 9223372036854775808, 2**63 + 5, 17]  # HUGEINT column
+FALLING_ACCOUNT = 9223372036854775808
+
+
+def exact_json(text: str) -> Any:
+    """Parse ``text``, failing on any integer a JavaScript reader would round."""
+
+    def parse_int(literal: str) -> int:
+        assert abs(int(literal)) <= SAFE, f"bare integer {literal} in JSON"
+        return int(literal)
+
+    return json.loads(text, parse_int=parse_int)
+
+
+@pytest.fixture(scope="module")
+def accounts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Accounts with ids beyond 2^53 investigated offline by the CLI, one of them falling."""
+    root = tmp_path_factory.mktemp("accounts")
+    text = weeks_csv("account", ACCOUNTS, falling=[FALLING_ACCOUNT])
+    return investigated(root, "accounts", text, "--dimensions", "account")
+
+
+def test_tool_results_write_big_integers_as_strings(accounts):
+    db = accounts["db"]
+    before = file_digest(db)
+    day = [{"column": "day", "op": "=", "value": "2024-01-01"}]
+    args = {"table": "accounts", "columns": ["account", "units"], "filters": day, "n": 15}
+    proc = drilldown("tool", "metric_sample", "--db", str(db), "--args", json.dumps(args))
+    rows = exact_json(proc.stdout)["rows"]
+    assert {r["account"] for r in rows} == {str(a) if a > SAFE else a for a in ACCOUNTS}
+    assert {r["units"] for r in rows} == {str(2**60)}
+    # A value read back as a string is accepted as the integer it stands for.
+    pick = {"column": "account", "op": "=", "value": str(FALLING_ACCOUNT)}
+    args = {"table": "accounts", "measures": [{"agg": "count"}, {"agg": "sum", "column": "units"}]}
+    proc = drilldown(
+        "tool", "aggregate", "--db", str(db), "--args", json.dumps({**args, "filters": [pick]})
+    )
+    out = exact_json(proc.stdout)
+    assert out["rows"] == [{"count": 42, "sum_units": str(42 * 2**60 + 3 * sum(range(14)))}]
+    assert out["params"] == {"p1": str(FALLING_ACCOUNT)}
+    assert file_digest(db) == before
+
+
+def test_result_json_and_evidence_write_big_integers_as_strings(accounts):
+    result = exact_json(read(accounts, "result.json"))
+    for line in read(accounts, "evidence.jsonl").splitlines():
+        exact_json(line)
+    [cause] = result["root_causes"]
+    assert cause["segment"] == {"account": str(FALLING_ACCOUNT)}
+    assert f"root cause: account={FALLING_ACCOUNT}" in accounts["proc"].stdout
+    assert f"account = {FALLING_ACCOUNT}" in read(accounts, "report.md")
+    # The re-run command the report prints works as written and gives the reported numbers.
+    ev = cause["evidence"]
+    proc = drilldown(
+        "tool", ev["tool"], "--db", str(accounts["db"]), "--args", json.dumps(ev["arguments"])
+    )
+    assert proc.returncode == 0, proc.stdout
+    total = exact_json(proc.stdout)["total"]
+    assert (total["baseline"], total["comparison"]) == pytest.approx(
+        (cause["baseline"], cause["comparison"])
+    )

@@ -363,3 +363,33 @@ def test_a_deeply_nested_request_is_answered_and_the_session_goes_on(make_db):
         stderr = raw.finish()
     assert "Traceback" not in stderr
     assert file_digest(db) == before
+
+
+def test_integers_beyond_2_53_are_strings_in_mcp_responses(make_db):
+    """A JavaScript client reads 1152921504606846977 as 1152921504606846976: the server writes
+    such integers as strings, in the text and in the structured content alike."""
+    db = make_db(accounts="account,units\n9223372036854775808,1152921504606846977\n17,2\n")
+
+    def no_big_literal(literal: str) -> int:
+        assert abs(int(literal)) < 2**53, f"bare integer {literal} in the response"
+        return int(literal)
+
+    with RawSession(db) as raw:
+        raw.initialize()
+        raw.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": "metric_sample", "arguments": {"table": "accounts"}},
+            }
+        )
+        line = raw.reader.line()
+        raw.finish()
+    result = json.loads(line, parse_int=no_big_literal)["result"]
+    text = json.loads(result["content"][0]["text"], parse_int=no_big_literal)
+    assert text == result["structuredContent"]
+    assert text["rows"] == [
+        {"account": "9223372036854775808", "units": "1152921504606846977"},
+        {"account": 17, "units": 2},
+    ]

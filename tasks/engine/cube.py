@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
+from decimal import Decimal
 from itertools import combinations
 from typing import Any
 
@@ -485,6 +486,8 @@ def _constant_denominator(table: pa.Table) -> dict[str, np.ndarray]:
 def _plain(v: Any) -> Any:
     if isinstance(v, datetime | date):
         return v.isoformat()
+    if isinstance(v, Decimal):  # HUGEINT and DECIMAL arrive from Arrow as Decimal
+        return int(v) if v == v.to_integral_value() else float(v)
     return v
 
 
