@@ -238,6 +238,7 @@ class ToolContext:
                 cur = self.con.execute(sql, params)
                 columns = [d[0] for d in cur.description or []]
                 rows = cur.fetchmany(max_rows)
+                cur.abort()  # rows past max_rows would block the connection's next con.sql()
             except duckdb.InterruptException as exc:
                 raise QueryTimeout(
                     f"query exceeded the time limit of {self.limits.timeout_s:g} s and was stopped"

@@ -195,3 +195,73 @@ def test_result_json_and_evidence_write_big_integers_as_strings(accounts):
     assert (total["baseline"], total["comparison"]) == pytest.approx(
         (cause["baseline"], cause["comparison"])
     )
+
+
+# --- NaN and infinities ---------------------------------------------------------------------------
+
+NON_FINITE_ROWS = ["2024-01-02,US,1,-Infinity", "2024-01-09,EU,1,NaN", "2024-01-10,US,1,inf"]
+
+
+@pytest.fixture(scope="module")
+def non_finite(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Revenue by region with NaN, Infinity and -Infinity among the values, investigated."""
+    text = weeks_csv("region", ["EU", "US", "APAC"], falling=["EU"])
+    text += "\n".join(NON_FINITE_ROWS) + "\n"
+    return investigated(tmp_path_factory.mktemp("non-finite"), "sales", text)
+
+
+def test_tools_say_why_a_sum_over_non_finite_values_is_null(non_finite):
+    db = non_finite["db"]
+    before = file_digest(db)
+    measures = [{"agg": a, "column": "revenue"} for a in ("sum", "avg", "max", "count")]
+    _, out = tool(db, "metric_aggregate", {"table": "sales", "measures": measures})
+    [row] = out["rows"]
+    assert (row["sum_revenue"], row["avg_revenue"], row["max_revenue"]) == (None, None, None)
+    assert row["count_revenue"] == 3 * 3 * 14 + 3
+    assert out["notes"] == [
+        "column 'revenue' holds 3 non-finite values (1 NaN, 1 Infinity, 1 -Infinity) in the "
+        "rows read: a sum, average, minimum or maximum that takes one in is not a finite "
+        "number and is shown as null"
+    ]
+    weeks = {"time_column": "day", "baseline": {"start": "2024-01-01", "end": "2024-01-07"},
+             "comparison": {"start": "2024-01-08", "end": "2024-01-14"}}  # fmt: skip
+    args = {"table": "sales", "metric": measures[0], "group_by": ["region"], **weeks}
+    args["filters"] = [{"column": "region", "op": "=", "value": "EU"}]
+    _, out = tool(db, "metric_compare_periods", args)
+    assert out["rows"][0]["comparison"] is None and out["total"]["comparison"] is None
+    assert "column 'revenue' holds 1 non-finite value (1 NaN) in the rows read" in out["notes"][0]
+    _, out = tool(db, "metric_sample", {"table": "sales", "filters": [
+        {"column": "day", "op": "in", "value": ["2024-01-02", "2024-01-09", "2024-01-10"]},
+        {"column": "units", "op": "=", "value": 1},
+    ]})  # fmt: skip
+    assert [r["revenue"] for r in out["rows"]] == [None, None, None]
+    assert out["notes"] == [
+        "column 'revenue': 3 non-finite values (1 NaN, 1 Infinity, 1 -Infinity) in these rows, "
+        "shown as null"
+    ]
+    assert file_digest(db) == before
+
+
+def test_the_engine_and_report_name_the_column_and_the_count(non_finite):
+    """Once: -Infinity became -1.8e308 and NaN 0 in the engine, and drawing the waterfall
+    failed ("arange: cannot compute length"), so no report was written."""
+    result = json.loads(read(non_finite, "result.json"))
+    [issue] = [d for d in result["data_quality"] if d["kind"] == "non_finite_values"]
+    assert issue["column"] == "revenue"
+    assert issue["message"] == (
+        "Column 'revenue' holds 3 non-finite values (1 NaN, 1 Infinity, 1 -Infinity): 1 in the "
+        "baseline, 2 in the comparison. The metric leaves them out, like missing values; a SQL "
+        "tool's sum or average over them comes back null."
+    )
+    assert "- **non finite values** (warning): Column 'revenue' holds 3 non-finite values" in (
+        read(non_finite, "report.md")
+    )
+    assert "<b>non finite values</b> (warning): Column &#x27;revenue&#x27; holds 3" in (
+        read(non_finite, "report.html")
+    )
+    assert "data quality: Column 'revenue' holds 3 non-finite values" in non_finite["proc"].stdout
+    # The metric is the sum of the finite values; the drop planted in EU leads the movers.
+    rows = [line.split(",") for line in weeks_csv("region", ["EU", "US", "APAC"], ["EU"]).split()]
+    week1 = sum(float(r[3]) for r in rows[1:] if r[0] <= "2024-01-07")
+    assert result["baseline"]["value"] == pytest.approx(week1)
+    assert result["drivers"][0]["segment"] == {"region": "EU"}

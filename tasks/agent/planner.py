@@ -406,8 +406,8 @@ def _plan_quality(session: Session, q: Question, e: Explanation) -> str:
             {
                 "status": "ruled_out",
                 "confidence": "medium",
-                "summary": "The checks found no missing days, partial periods, duplicated rows "
-                "or null spikes.",
+                "summary": "The checks found no missing days, partial periods, duplicated rows, "
+                "null spikes or non-finite values.",
                 "evidence": ids,
             },
         )

@@ -26,7 +26,16 @@ from sqlglot import exp
 
 from sql_tools._context import Column, ToolContext
 from sql_tools._errors import ToolInputError
-from sql_tools._sql import Params, Source, ident, to_sql, typed_value, where_clause
+from sql_tools._sql import (
+    Params,
+    Source,
+    finite_or_null,
+    ident,
+    may_be_non_finite,
+    to_sql,
+    typed_value,
+    where_clause,
+)
 from tasks.engine.spec import Aggregate, DateRange, Question
 
 MAX_RESULT_ROWS = 6_000_000
@@ -145,10 +154,13 @@ class _Sql:
         )
 
     def _row_value(self, agg: Aggregate, col: Column | None) -> exp.Expression:
-        """The per-row contribution of an additive aggregate (sum/count/avg parts)."""
+        """The per-row contribution of an additive aggregate (sum/count/avg parts). NaN and
+        ±Infinity count as missing, like NULL (the data-quality check says how many there were)."""
         if agg.fn == "count" and col is None:
             return exp.Literal.number(1)
         e = self.src.expr(col)
+        if may_be_non_finite(col):
+            e = finite_or_null(e)
         if agg.fn == "count" or agg.fn == "count_distinct":
             return exp.If(
                 this=exp.Not(this=exp.Is(this=e, expression=exp.Null())),
