@@ -107,7 +107,9 @@ def investigate(
 
 
 def _say(message: str) -> None:
-    """A progress line: the run logger in a flow run, standard error otherwise."""
+    """A progress line (hidden characters escaped): the run logger in a flow run, standard
+    error otherwise."""
+    message = printable(message)
     if _in_flow():
         from prefect.logging import get_run_logger
 

@@ -6,7 +6,8 @@ Values are kept exact in the data, in SQL parameters and in memory; only their r
   how the rest is drawn (controls, zero-width and direction characters, odd spaces) is written
   as a visible escape, so ``Wid\\u200bget`` never looks like ``Widget``, a direction override
   cannot reorder a line and a terminal escape sequence is shown, not run. The terminal, report.md,
-  report.html and chart labels all show values through it.
+  report.html and chart labels all show values through it (:func:`printable_line` for one
+  capped line of prose or a table cell).
 - :func:`dumps` writes every JSON document the product emits (tool results, MCP responses,
   result.json, evidence.jsonl, the model's data blocks): the same characters as JSON ``\\u``
   escapes (so parsed values stay exact), integers beyond 2^53 - 1 as strings (JavaScript and
