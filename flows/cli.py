@@ -14,6 +14,8 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
+from sql_tools.output import dumps, printable
+
 app = typer.Typer(
     name="drilldown",
     help="Explain why a metric moved: load data into DuckDB, then query it through safe tools.",
@@ -22,14 +24,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-_CONTROL = {i: f"\\x{i:02x}" for i in list(range(0x20)) + [0x7F] if i not in (0x09,)}
-
-
-def printable(text: object) -> str:
-    """Text safe for a terminal: control characters (escape sequences) shown, not executed."""
-    return str(text).translate(_CONTROL)
-
-
 def fail(message: str, code: int = 1) -> NoReturn:
     """Print a one-line error to stderr and exit."""
     typer.echo(f"error: {printable(' '.join(message.split()))}", err=True)
@@ -37,8 +31,8 @@ def fail(message: str, code: int = 1) -> NoReturn:
 
 
 def emit_json(payload: Any) -> None:
-    """Print JSON to stdout (control characters are escaped by the encoder)."""
-    typer.echo(json.dumps(payload, indent=2, ensure_ascii=False, allow_nan=False))
+    """Print JSON to stdout, written as every JSON the product emits (``output.dumps``)."""
+    typer.echo(dumps(payload, indent=2))
 
 
 @app.command()

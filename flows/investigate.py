@@ -20,6 +20,7 @@ from typing import Any
 
 from prefect import flow
 
+from sql_tools.output import printable
 from tasks import (
     decompose,
     gate,
@@ -114,7 +115,9 @@ def investigate(
 
 
 def _say(message: str) -> None:
-    """A progress line: the run logger in a flow run, standard error otherwise."""
+    """A progress line (hidden characters escaped): the run logger in a flow run, standard
+    error otherwise."""
+    message = printable(message)
     if _in_flow():
         from prefect.logging import get_run_logger
 
@@ -275,7 +278,8 @@ def _artifacts(report_md: str, result: dict[str, Any]) -> None:
                              description="report.md")  # fmt: skip
     rows = [
         {
-            "segment": ", ".join(f"{k}={v}" for k, v in f["segment"].items()) or "everything",
+            "segment": printable(", ".join(f"{k}={v}" for k, v in f["segment"].items()))
+            or "everything",
             "category": f["category"],
             "status": f["status"],
             "share": None if f.get("share") is None else round(f["share"], 4),

@@ -55,6 +55,7 @@ class Limits(BaseModel):
     max_list_items: int = 1000
     max_string_bytes: int = 1024
     max_input_bytes: int = 64 * 1024
+    max_nesting: int = 32
     address_space_bytes: int = Field(
         default=3 * 1024**3,
         description="Address-space cap for a process dedicated to tool calls (the CLI); bounds "
@@ -237,6 +238,7 @@ class ToolContext:
                 cur = self.con.execute(sql, params)
                 columns = [d[0] for d in cur.description or []]
                 rows = cur.fetchmany(max_rows)
+                cur.abort()  # rows past max_rows would block the connection's next con.sql()
             except duckdb.InterruptException as exc:
                 raise QueryTimeout(
                     f"query exceeded the time limit of {self.limits.timeout_s:g} s and was stopped"

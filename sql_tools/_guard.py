@@ -34,6 +34,9 @@ ALLOWED_FUNCTIONS = frozenset(
         "approx_distinct",
         "case",
         "if",
+        "is_nan",
+        "is_inf",
+        "isfinite",
     }
 )
 # Expression node types that never belong in a tool query.

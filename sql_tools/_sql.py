@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from datetime import date, datetime
 from typing import Any, Literal
 
@@ -16,11 +17,13 @@ from sqlglot import exp
 
 from sql_tools._context import Column, QueryOutput, Schema, ToolContext
 from sql_tools._errors import ToolInputError, short
-from sql_tools.catalog import Scalar, jsonable
+from sql_tools.catalog import INTEGER_TYPES, Scalar, jsonable
+from sql_tools.output import MAX_SAFE_INTEGER
 
 FilterOp = Literal[
     "=", "!=", "<", "<=", ">", ">=", "in", "not_in", "is_null", "not_null", "between", "contains"
 ]
+_INTEGER = re.compile(r"-?[0-9]{1,40}")
 Agg = Literal["count", "count_distinct", "sum", "avg", "min", "max"]
 
 
@@ -158,6 +161,8 @@ def typed_value(ctx: ToolContext, col: Column, value: Any) -> Any:
             code="limit_exceeded",
         )
     if col.kind == "number":
+        if isinstance(value, str) and col.type.upper() in INTEGER_TYPES:
+            value = _big_integer(value)
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise _type_error(col, value, "a number")
         if isinstance(value, float) and not math.isfinite(value):
@@ -179,6 +184,14 @@ def typed_value(ctx: ToolContext, col: Column, value: Any) -> Any:
         f"column {col.ref!r} has type {col.type}; only is_null/not_null filters apply",
         code="type_mismatch",
     )
+
+
+def _big_integer(text: str) -> int | str:
+    """An integer beyond 2^53 - 1 written as a string (as every JSON the product emits writes
+    it) as the integer; any other string unchanged."""
+    if _INTEGER.fullmatch(text) and abs(int(text)) > MAX_SAFE_INTEGER:
+        return int(text)
+    return text
 
 
 def parse_when(text: str, kind: str, *, field_name: str) -> date | datetime:
@@ -328,6 +341,110 @@ def shape_rows(
             f"{cut_cells} cell(s) longer than {ctx.limits.max_cell_chars} characters shortened"
         )
     return cols, rows, truncated, notes
+
+
+# --- non-finite values ---------------------------------------------------------------------------
+
+NON_FINITE_TYPES = frozenset({"DOUBLE", "FLOAT", "REAL"})
+"""Column types that can hold NaN, Infinity and -Infinity."""
+
+
+def may_be_non_finite(col: Column) -> bool:
+    """True for a floating-point column, the only kind that can hold NaN or ±Infinity."""
+    return col.type.upper() in NON_FINITE_TYPES
+
+
+def non_finite_result(agg: str, col: Column | None) -> bool:
+    """True when ``agg`` over ``col`` can come back NaN or ±Infinity (the sum, average,
+    minimum or maximum of a floating-point column)."""
+    return col is not None and may_be_non_finite(col) and agg in ("sum", "avg", "min", "max")
+
+
+def finite_or_null(value: exp.Expression) -> exp.Expression:
+    """``value`` where it is a finite number, else NULL (NaN and ±Infinity count as missing)."""
+    finite = exp.Anonymous(this="isfinite", expressions=[value])
+    return exp.If(this=finite, true=value.copy(), false=exp.Null())
+
+
+def non_finite_counts(
+    value: exp.Expression, condition: exp.Expression | None = None
+) -> list[exp.Expression]:
+    """How many values of ``value`` are NaN, +Infinity and -Infinity (where ``condition``)."""
+    inf = exp.Anonymous(this="isinf", expressions=[value.copy()])
+    zero = exp.Literal.number(0)
+    kinds = [
+        exp.Anonymous(this="isnan", expressions=[value.copy()]),
+        exp.and_(inf, exp.GT(this=value.copy(), expression=zero)),
+        exp.and_(inf.copy(), exp.LT(this=value.copy(), expression=zero.copy())),
+    ]
+    return [
+        exp.Filter(
+            this=exp.Count(this=exp.Star()),
+            expression=exp.Where(this=k if condition is None else exp.and_(k, condition.copy())),
+        )
+        for k in kinds
+    ]
+
+
+def non_finite_text(nan: int, positive: int, negative: int) -> str:
+    """``3 non-finite values (1 NaN, 1 Infinity, 1 -Infinity)``."""
+    kinds = [(nan, "NaN"), (positive, "Infinity"), (negative, "-Infinity")]
+    total = nan + positive + negative
+    parts = ", ".join(f"{n:,} {name}" for n, name in kinds if n)
+    return f"{total:,} non-finite value{'s' if total != 1 else ''} ({parts})"
+
+
+def is_non_finite(value: Any) -> bool:
+    """True for a float that is NaN or ±Infinity (what a result shows as null)."""
+    return isinstance(value, float) and not math.isfinite(value)
+
+
+def non_finite_notes(
+    ctx: ToolContext,
+    src: Source,
+    out: QueryOutput,
+    outputs: dict[str, Column],
+    where: exp.Expression | None,
+    params: Params,
+) -> list[str]:
+    """Why outputs came back null: for each column behind an output (``outputs``: output name
+    -> column) that was NaN or ±Infinity, how many such values it holds in the rows the query
+    read (``where``). One more query, run only when there is something to explain."""
+    hit: dict[str, Column] = {}
+    for name, col in outputs.items():
+        i = out.columns.index(name)
+        if any(is_non_finite(row[i]) for row in out.rows):
+            hit.setdefault(col.ref, col)
+    if not hit:
+        return []
+    exprs = [e for col in hit.values() for e in non_finite_counts(src.expr(col))]
+    tree = src.apply(exp.select(*exprs))
+    if where is not None:
+        tree = tree.where(where.copy())
+    used = {p.name for p in tree.find_all(exp.Placeholder)}
+    row = ctx.run(to_sql(tree), {k: v for k, v in params.values.items() if k in used}, max_rows=1)
+    notes = []
+    for j, ref in enumerate(hit):
+        counts = [int(n) for n in row.rows[0][3 * j : 3 * j + 3]]
+        notes.append(
+            f"column {ref!r} holds {non_finite_text(*counts)} in the rows read: a sum, average, "
+            "minimum or maximum that takes one in is not a finite number and is shown as null"
+        )
+    return notes
+
+
+def non_finite_cells(out: QueryOutput, limit: int) -> list[str]:
+    """Why cells of the first ``limit`` rows are null: per column, the NaN and ±Infinity
+    values among them."""
+    notes = []
+    for i, name in enumerate(out.columns):
+        values = [row[i] for row in out.rows[:limit] if is_non_finite(row[i])]
+        if values:
+            nan = sum(1 for v in values if math.isnan(v))
+            pos = sum(1 for v in values if v > 0)
+            counts = non_finite_text(nan, pos, len(values) - nan - pos)
+            notes.append(f"column {name!r}: {counts} in these rows, shown as null")
+    return notes
 
 
 def check_limit(ctx: ToolContext, value: int | None, field_name: str = "limit") -> int:

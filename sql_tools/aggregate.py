@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 from sqlglot import exp
 
-from sql_tools._context import ToolContext
+from sql_tools._context import Column, ToolContext
 from sql_tools._errors import ToolInputError
 from sql_tools._sql import (
     Filter,
@@ -20,6 +20,8 @@ from sql_tools._sql import (
     ident,
     measure_expr,
     measure_label,
+    non_finite_notes,
+    non_finite_result,
     shape_rows,
     to_sql,
     where_clause,
@@ -85,6 +87,7 @@ def aggregate(ctx: ToolContext, inp: AggregateInput) -> AggregateResult:
     groups = [src.resolve(g, "group_by") for g in inp.group_by]
     projections: list[exp.Expression] = [src.expr(g).as_(g.ref) for g in groups]
     labels: list[str] = []
+    measured: dict[str, Column] = {}
     for m in inp.measures:
         agg, col = measure_expr(src, m)
         label = measure_label(m, col)
@@ -92,6 +95,8 @@ def aggregate(ctx: ToolContext, inp: AggregateInput) -> AggregateResult:
             raise ToolInputError(f"measure {label!r} is requested twice", code="invalid_arguments")
         labels.append(label)
         projections.append(agg.as_(label))
+        if non_finite_result(m.agg, col):
+            measured[label] = col  # type: ignore[assignment]
     where = where_clause(ctx, src, inp.filters, params)
     select = exp.select(*projections, exp.Window(this=exp.Count(this=exp.Star())).as_("__matched"))
     if where is not None:
@@ -121,6 +126,7 @@ def aggregate(ctx: ToolContext, inp: AggregateInput) -> AggregateResult:
     sql = to_sql(select)
     out = ctx.run(sql, params.values, max_rows=limit + 1)
     names, rows, truncated, notes = shape_rows(ctx, out, limit=limit, drop=("__matched",))
+    notes += non_finite_notes(ctx, src, out, measured, where, params)
     matched = int(out.rows[0][-1]) if out.rows else 0
     if any(m.agg == "count_distinct" for m in inp.measures) and groups:
         notes.append("count_distinct is not additive: group values need not sum to the total")

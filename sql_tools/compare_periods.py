@@ -21,6 +21,8 @@ from sql_tools._sql import (
     ident,
     measure_expr,
     measure_label,
+    non_finite_notes,
+    non_finite_result,
     parse_when,
     shape_rows,
     to_sql,
@@ -298,6 +300,9 @@ def compare_periods(ctx: ToolContext, inp: ComparePeriodsInput) -> ComparePeriod
     out = ctx.run(sql, params.values, max_rows=limit + 1)
     drop = ("__total_baseline", "__total_comparison", "__matched")
     names, rows, truncated, notes = shape_rows(ctx, out, limit=limit, drop=drop)
+    if non_finite_result(inp.metric.agg, mcol):
+        sides = ("baseline", "comparison", "__total_baseline", "__total_comparison")
+        notes += non_finite_notes(ctx, src, out, dict.fromkeys(sides, mcol), scope, params)
     for r in rows:
         r["status"] = (
             "new" if not r["baseline_rows"] else "gone" if not r["comparison_rows"] else "both"

@@ -22,6 +22,7 @@ from sql_tools.aggregate import AggregateInput, aggregate
 from sql_tools.compare_periods import ComparePeriodsInput, compare_periods
 from sql_tools.describe import DescribeInput, describe
 from sql_tools.explain import ExplainChangeInput, explain
+from sql_tools.output import shallow
 from sql_tools.sample import SampleInput, sample
 
 
@@ -141,19 +142,24 @@ def call(ctx: ToolContext, name: str, arguments: Any) -> BaseModel:
             f"unknown tool {short(name)}", code="unknown_tool", valid_values=list(_BY_NAME)
         )
     if isinstance(arguments, str | bytes):
-        if len(arguments) > ctx.limits.max_input_bytes:
-            raise ToolInputError(
-                f"arguments are larger than {ctx.limits.max_input_bytes} bytes",
-                code="limit_exceeded",
-            )
+        text = arguments.decode("utf-8", "replace") if isinstance(arguments, bytes) else arguments
+    else:
+        try:
+            text = json.dumps(arguments, default=str)
+        except RecursionError:
+            raise _too_deep(ctx, None) from None
+    if len(text) > ctx.limits.max_input_bytes:
+        raise ToolInputError(
+            f"arguments are larger than {ctx.limits.max_input_bytes} bytes", code="limit_exceeded"
+        )
+    _, depth = shallow(text, ctx.limits.max_nesting)
+    if depth > ctx.limits.max_nesting:
+        raise _too_deep(ctx, depth)
+    if isinstance(arguments, str | bytes):
         try:
             arguments = json.loads(arguments)
         except ValueError as exc:
             raise ToolInputError(f"arguments are not valid JSON: {one_line(exc, 120)}") from None
-    elif len(json.dumps(arguments, default=str)) > ctx.limits.max_input_bytes:
-        raise ToolInputError(
-            f"arguments are larger than {ctx.limits.max_input_bytes} bytes", code="limit_exceeded"
-        )
     if not isinstance(arguments, dict):
         raise ToolInputError("arguments must be a JSON object")
     try:
@@ -161,6 +167,13 @@ def call(ctx: ToolContext, name: str, arguments: Any) -> BaseModel:
     except ValidationError as exc:
         raise validation_error(exc) from None
     return spec.fn(ctx, inp)
+
+
+def _too_deep(ctx: ToolContext, depth: int | None) -> ToolInputError:
+    found = f" ({depth:,} levels)" if depth else ""
+    return ToolInputError(
+        f"arguments are nested too deeply{found}; at most {ctx.limits.max_nesting} levels allowed"
+    )
 
 
 def dispatch(ctx: ToolContext, name: str, arguments: Any) -> tuple[bool, dict[str, Any]]:

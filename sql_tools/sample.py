@@ -15,6 +15,7 @@ from sql_tools._sql import (
     ToolResult,
     check_limit,
     ident,
+    non_finite_cells,
     shape_rows,
     to_sql,
     where_clause,
@@ -84,6 +85,7 @@ def sample(ctx: ToolContext, inp: SampleInput) -> SampleResult:
     sql = to_sql(outer)
     out = ctx.run(sql, params.values, max_rows=n + 1)
     names, rows, truncated, notes = shape_rows(ctx, out, limit=n, drop=("__matched",))
+    notes += non_finite_cells(out, n)
     matched_count = int(out.rows[0][-1]) if out.rows else 0
     return SampleResult(
         table=src.table,

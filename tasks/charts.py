@@ -6,14 +6,13 @@ global backend switch and no figure registry to leak. matplotlib is imported ins
 functions, so importing this module stays cheap.
 
 Text from the data (segment values, column names) is drawn as plain text: mathtext (``$...$``) is
-off and control characters are dropped.
+off, and control, zero-width and direction characters are drawn as escapes (``Wid\\u200bget``).
 """
 
 from __future__ import annotations
 
 import math
 import textwrap
-import unicodedata
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
@@ -25,6 +24,7 @@ from typing import Any
 
 from sql_tools import registry
 from sql_tools._context import ToolContext
+from sql_tools.output import printable_line as plain
 from tasks.engine.report import fmt
 
 WATERFALL = "waterfall.png"
@@ -297,21 +297,6 @@ def daily_series(
 
 
 # --- drawing -------------------------------------------------------------------------------------
-
-_BIDI = {chr(c) for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x200E, 0x200F)}
-
-
-def plain(value: Any, limit: int = 60) -> str:
-    """Data text safe to draw: one line, no control or direction-override characters, capped."""
-    text = "(null)" if value is None else str(value)
-    text = "".join(
-        " " if unicodedata.category(ch) in ("Cc", "Zl", "Zp") else ch
-        for ch in text
-        if ch not in _BIDI
-    )
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
 
 def segment_label(seg: dict[str, Any]) -> str:
     """``platform = ios, app_version = 5.2`` as plain text (``Everything`` for ``{}``)."""

@@ -7,7 +7,8 @@ with ``isError`` set and the same one-line message (and valid values) as ``drill
 
 The database is opened once, read-only, through the same sandboxed :class:`ToolContext` and
 :class:`Limits` as ``drilldown tool``; the process is capped the same way. Nothing but protocol
-messages goes to stdout; logs go to stderr.
+messages goes to stdout; logs go to stderr. A line the SDK cannot read (not JSON, or nested
+deeper than its parser goes) is answered with a JSON-RPC error instead of being dropped.
 """
 
 from __future__ import annotations
@@ -24,9 +25,12 @@ import anyio.to_thread
 import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
 
 from sql_tools._context import Limits, ToolContext, limit_address_space
 from sql_tools._errors import one_line
+from sql_tools.output import dumps, json_safe, shallow
 from sql_tools.registry import TOOLS, dispatch, input_schema
 
 log = logging.getLogger("drilldown.mcp")
@@ -67,9 +71,10 @@ def tool_definitions(ctx: ToolContext) -> list[types.Tool]:
 
 def tool_result(is_error: bool, payload: dict[str, Any]) -> types.CallToolResult:
     """A ``dispatch`` outcome as an MCP result: JSON text plus the same object as structured content."""
-    text = json.dumps(payload, ensure_ascii=False, allow_nan=False)
     return types.CallToolResult(
-        content=[types.TextContent(text=text)], structured_content=payload, is_error=is_error
+        content=[types.TextContent(text=dumps(payload))],
+        structured_content=json_safe(payload),
+        is_error=is_error,
     )
 
 
@@ -111,7 +116,60 @@ def build_server(ctx: ToolContext) -> Server[Any]:
 
 async def _run(server: Server[Any]) -> None:
     async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+        screened_send, screened = anyio.create_memory_object_stream[SessionMessage | Exception]()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_screen, read_stream, screened_send, write_stream)
+            await server.run(screened, write_stream, server.create_initialization_options())
+
+
+async def _screen(read_stream: Any, forward: Any, write_stream: Any) -> None:
+    """Pass messages on to the server; answer a line the transport could not read.
+
+    The SDK drops such a line without a word, so its sender would wait forever: the request's
+    id is recovered from the line and answered with a JSON-RPC error instead.
+    """
+    async with forward:
+        async for item in read_stream:
+            if not isinstance(item, Exception):
+                await forward.send(item)
+                continue
+            reply = unreadable_reply(item)
+            if reply is not None:
+                await write_stream.send(SessionMessage(reply))
+
+
+def unreadable_reply(exc: Exception) -> types.JSONRPCError | None:
+    """The JSON-RPC error for a line the transport failed to read (None for a notification)."""
+    errors = exc.errors(include_url=False) if isinstance(exc, ValidationError) else []
+    line = next((str(e["input"]) for e in errors if e["type"] == "json_invalid"), "")
+    top, depth = shallow(line, 1)
+    try:
+        message = json.loads(top) if top else {}
+    except ValueError:
+        message = {}
+    if not isinstance(message, dict):
+        message = {}
+    if "method" in message and "id" not in message:
+        log.warning("dropped an unreadable notification")
+        return None
+    request_id = message.get("id")
+    if not isinstance(request_id, str | int) or isinstance(request_id, bool):
+        request_id = None
+    nesting = Limits().max_nesting
+    if depth > nesting:
+        code = types.INVALID_PARAMS
+        text = (
+            f"invalid_arguments: request nested too deeply ({depth:,} levels); tool arguments "
+            f"may nest at most {nesting} levels"
+        )
+    else:
+        first = errors[0] if errors else {"loc": (), "msg": str(exc)}
+        where = ".".join(map(str, first["loc"])) + ": " if first["loc"] else ""
+        code = types.PARSE_ERROR if line else types.INVALID_REQUEST
+        text = one_line(f"not a valid JSON-RPC message: {where}{first['msg']}")
+    return types.JSONRPCError(
+        jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=text)
+    )
 
 
 def serve(db_path: Path, *, limits: Limits | None = None) -> None:

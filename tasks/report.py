@@ -6,10 +6,10 @@ every other output is complete, and a crash never leaves a half-written one.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
+from sql_tools.output import dumps
 from tasks._prefect import lazy_task
 from tasks.agent.ledger import Ledger
 from tasks.agent.models import LedgerEntry
@@ -35,7 +35,7 @@ def write_report(
     titles = {h["id"]: h["title"] for h in result.get("hypotheses", [])}
     ledger.write(folder, titles)
     tmp = folder / "result.json.tmp"  # last: a result.json means every output is there
-    tmp.write_text(json.dumps(result, indent=2, default=str), encoding="utf-8")
+    tmp.write_text(dumps(result, indent=2), encoding="utf-8")
     tmp.replace(folder / "result.json")
     paths = [folder / "result.json", folder / "report.md", folder / "evidence.jsonl", *charts]
     return {"paths": [str(p) for p in paths], "report_md": report_md}

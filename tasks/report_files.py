@@ -6,23 +6,23 @@
 no scripts, no external fetches, and a Content-Security-Policy that forbids both.
 
 Every piece of text from the data or from a model (segment values, column names, titles,
-summaries, critiques, SQL) is HTML-escaped; addresses in prose are defanged (``hxxps:``) so no
-viewer turns them into links; the only images are our own charts.
+summaries, critiques, SQL) is HTML-escaped, with characters that draw nothing or steer the
+terminal or the text direction shown as escapes (``Wid\\u200bget``); addresses in prose are
+defanged (``hxxps:``) so no viewer turns them into links; the only images are our own charts.
 """
 
 from __future__ import annotations
 
 import base64
 import html
-import json
 import math
-import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from sql_tools._context import ToolContext
 from sql_tools._errors import SqlToolError
+from sql_tools.output import dumps, printable, printable_line
 from tasks.charts import (
     TIMESERIES,
     WATERFALL,
@@ -37,6 +37,7 @@ from tasks.engine.report import (
     Columns,
     data_first,
     decimals,
+    defang,
     fmt,
     other_movers,
     reported_name,
@@ -103,29 +104,16 @@ def charts_markdown(paths: Iterable[Path | str]) -> str:
 
 # --- text --------------------------------------------------------------------------------------
 
-_LINKISH = re.compile(r"(?i)\b(http|ftp|file|javascript|data)(s?):|\bwww\.")
-_INVISIBLE = re.compile("[\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def _defang(m: re.Match[str]) -> str:
-    if m.group(0).lower() == "www.":
-        return m.group(0)[:3] + "[.]"
-    word = m.group(1)
-    return word[0] + "x" * (len(word) - 2) + word[-1] + m.group(2) + ":"
-
-
 def h(value: Any, limit: int = 120) -> str:
-    """Data or model text as inert HTML: one line, capped, addresses defanged, escaped."""
-    text = "(null)" if value is None else str(value)
-    text = " ".join(_INVISIBLE.sub("", text).split())
-    if len(text) > limit:
-        text = text[: limit - 1] + "…"
-    return html.escape(_LINKISH.sub(_defang, text), quote=True)
+    """Data or model text as inert HTML: one line, capped, hidden characters shown as escapes,
+    addresses defanged, HTML-escaped."""
+    return html.escape(defang(printable_line(value, limit)), quote=True)
 
 
 def code(value: Any) -> str:
-    """Text for a ``<pre>`` block (SQL, parameters, commands): exact, but escaped."""
-    return html.escape(_INVISIBLE.sub("", str(value)), quote=False)
+    """Text for a ``<pre>`` block (SQL, parameters, commands): exact lines, hidden characters
+    shown as escapes, HTML-escaped."""
+    return html.escape(printable(value, keep="\n"), quote=False)
 
 
 def _num(x: Any, kind: str = "number", places: int | None = None) -> str:
@@ -430,7 +418,7 @@ def _hypotheses(result: dict[str, Any]) -> list[str]:
             if queries:
                 lines.append("<details><summary>Evidence queries</summary>")
                 for ev in queries:
-                    params = json.dumps(ev.get("params") or {}, default=str, ensure_ascii=False)
+                    params = dumps(ev.get("params") or {})
                     lines.append(
                         f"<p><code>{h(ev.get('id'))}</code>:</p>"
                         f'<pre><code class="sql">{code(ev["sql"])}\n-- params: {code(params)}'
@@ -520,7 +508,7 @@ def _check(result: dict[str, Any], db: str | None) -> list[str]:
     for rc in result.get("root_causes") or []:
         ev = rc.get("evidence")
         if ev and ev.get("tool"):
-            args = json.dumps(ev.get("arguments") or {}, ensure_ascii=False)
+            args = dumps(ev.get("arguments") or {})
             quoted = "'" + args.replace("'", "'\\''") + "'"
             commands.append(f"drilldown tool {ev['tool']} --db {db or 'DB'} --args {quoted}")
     if commands:

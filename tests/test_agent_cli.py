@@ -10,9 +10,12 @@ import re
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from tests.test_hostile_values import LINK, PRODUCTS, RLO, ZWSP, weeks_csv
 
 ROOT = Path(__file__).resolve().parent.parent
 BLOCK = re.compile(r"<(untrusted-data-[0-9a-f]{12}) source=\"[^\"]*\">\n(.*)\n</\1>", re.S)
@@ -113,7 +116,14 @@ def analyst(body: dict[str, Any], n: int) -> dict[str, Any]:
     )
 
 
-def test_investigate_with_claude_through_http(tmp_path):
+Responder = Callable[[dict[str, Any], int], dict[str, Any]]
+
+
+def investigate_with_model(
+    tmp_path: Path, responder: Responder, data: list[str], question: list[str]
+) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]], Path]:
+    """``drilldown investigate DATA QUESTION`` with a key, against a local endpoint that answers
+    every request with ``responder(body, n)``; returns the process, the requests and OUT."""
     seen: list[dict[str, Any]] = []
     lock = threading.Lock()
 
@@ -129,7 +139,7 @@ def test_investigate_with_claude_through_http(tmp_path):
                     }
                 )
                 n = len(seen)
-            data = json.dumps(analyst(body, n)).encode()
+            data = json.dumps(responder(body, n)).encode()
             self.send_response(200)
             self.send_header("content-type", "application/json")
             self.send_header("content-length", str(len(data)))
@@ -153,34 +163,31 @@ def test_investigate_with_claude_through_http(tmp_path):
         }
         proc = subprocess.run(
             [
-                sys.executable,
-                "-m",
-                "flows.cli",
-                "investigate",
-                "data/demo/events.csv",
-                "data/demo/users.csv",
-                "--metric",
-                "sum(revenue)",
-                "--table",
-                "events",
-                "--time-column",
-                "date",
-                "--baseline",
-                "2024-03-18:2024-03-24",
-                "--comparison",
-                "2024-03-25:2024-03-31",
-                "--out",
-                str(out),
+                sys.executable, "-m", "flows.cli", "investigate", *data, *question,
+                "--out", str(out),
             ],
             capture_output=True,
             text=True,
             cwd=ROOT,
             env=env,
             timeout=300,
-        )
+        )  # fmt: skip
     finally:
         server.shutdown()
         server.server_close()
+    return proc, seen, out
+
+
+def test_investigate_with_claude_through_http(tmp_path):
+    proc, seen, out = investigate_with_model(
+        tmp_path,
+        analyst,
+        ["data/demo/events.csv", "data/demo/users.csv"],
+        [
+            "--metric", "sum(revenue)", "--table", "events", "--time-column", "date",
+            "--baseline", "2024-03-18:2024-03-24", "--comparison", "2024-03-25:2024-03-31",
+        ],
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "claude-sonnet-5-5" in proc.stderr
     result = json.loads((out / "result.json").read_text())
@@ -198,3 +205,54 @@ def test_investigate_with_claude_through_http(tmp_path):
     assert "sk-ant-test-key" not in (out / "report.md").read_text()
     assert "Model use: 6 requests" in (out / "report.md").read_text()
     assert (out / "evidence.jsonl").read_text().count("\n") == agent["ledger_entries"] == 5
+
+
+def test_the_model_reads_invisible_and_control_characters_as_escapes(tmp_path):
+    """What the model reads of a cell: ``Wid\\u200bget``, never a second ``Widget``, and no raw
+    direction override or terminal sequence; the value it sends back still selects its rows."""
+    csv = tmp_path / "products.csv"
+    csv.write_text(weeks_csv("product", PRODUCTS, falling=[ZWSP, RLO, LINK]), encoding="utf-8")
+    segment = {"product": ZWSP}
+
+    def model(body: dict[str, Any], n: int) -> dict[str, Any]:
+        if body.get("tool_choice", {}).get("type") == "tool":
+            hyp = {
+                "title": "Wid\u200bget sales fell", "story": "s", "expected": "e",
+                "dimensions": ["product"], "segment": segment, "category": "rate", "prior": 0.5,
+            }  # fmt: skip
+            return reply("propose_hypotheses", {"hypotheses": [hyp]}, n)
+        turn = sum(1 for m in body["messages"] if m["role"] == "assistant")
+        if turn == 0:
+            return reply("metric_sample", {"table": "products", "n": 200}, n)
+        if turn == 1:
+            filters = [{"column": "product", "op": "=", "value": ZWSP}]
+            return reply("metric_sample", {"table": "products", "filters": filters}, n)
+        summary = {"status": "ruled_out", "confidence": "low", "summary": "s", "evidence": ["q-1"]}
+        return reply("conclude", summary, n)
+
+    proc, seen, _ = investigate_with_model(
+        tmp_path,
+        model,
+        [str(csv)],
+        [
+            "--metric", "sum(revenue)", "--time-column", "day", "--baseline",
+            "2024-01-01:2024-01-07", "--comparison", "2024-01-08:2024-01-14",
+        ],
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    read: list[str] = []  # every text the model was sent, as it reads it
+    for s in seen:
+        for m in s["body"]["messages"]:
+            content = m["content"]
+            blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
+            for b in blocks:
+                read.append(b.get("content") if b.get("type") == "tool_result" else b.get("text"))
+    read = [t for t in read if isinstance(t, str)]
+    text = "\n".join(read)
+    assert not any(ch in text for ch in ("\u200b", "\u202e", "\x1b"))
+    assert '"product":"Wid\\u200bget"' in text and '"product":"Widget"' in text
+    assert "abc\\u202efdp.exe" in text and "\\u001b[2J" in text
+    results = [json.loads(BLOCK.search(b).group(2)) for b in read if BLOCK.search(b)]
+    [filtered] = [r for r in results if r.get("params") == {"p1": ZWSP}]
+    assert filtered["matched_count"] == 42
+    assert {row["product"] for row in filtered["rows"]} == {ZWSP}

@@ -154,6 +154,28 @@ def test_hostile_or_bad_arguments_exit_2_with_json_error(demo_db, name, args, er
     assert not Path("/tmp/pwn.csv").exists()
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        "[" * 3000 + "]" * 3000,
+        '{"a": ' * 3000 + "1" + "}" * 3000,
+    ],
+    ids=["arrays", "objects"],
+)
+def test_deeply_nested_arguments_are_refused_in_one_line(demo_db, args):
+    """3,000 levels of nesting (30 KB) once ended in a RecursionError traceback and exit 1."""
+    before = file_digest(demo_db)
+    proc = drilldown("tool", "describe", "--db", str(demo_db), "--args", args)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    error = json.loads(proc.stdout)["error"]
+    assert error["code"] == "invalid_arguments"
+    assert error["message"] == (
+        "arguments are nested too deeply (3,000 levels); at most 32 levels allowed"
+    )
+    assert file_digest(demo_db) == before
+
+
 def test_args_from_stdin(demo_db):
     proc = drilldown(
         "tool",

@@ -253,29 +253,36 @@ class LineReader:
         return line.decode("utf-8")
 
 
-def test_raw_json_rpc_at_2025_06_18_and_nothing_else_on_stdout(shop_db):
-    proc = subprocess.Popen(
-        server_command(shop_db),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=ROOT,
-        env={**os.environ, **ENV},
-    )
-    try:
-        reader = LineReader(proc.stdout)
+class RawSession:
+    """``drilldown mcp`` as a subprocess, spoken to in raw JSON-RPC lines."""
 
-        def send(message: dict[str, Any]) -> None:
-            proc.stdin.write((json.dumps(message) + "\n").encode())
-            proc.stdin.flush()
+    def __init__(self, db: Path) -> None:
+        self.proc = subprocess.Popen(
+            server_command(db),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=ROOT,
+            env={**os.environ, **ENV},
+        )
+        self.reader = LineReader(self.proc.stdout)
 
-        def request(rid: int, method: str, params: dict[str, Any] | None = None) -> dict:
-            send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params or {}})
-            reply = json.loads(reader.line())
-            assert reply["jsonrpc"] == "2.0" and reply["id"] == rid, reply
-            return reply
+    def send(self, message: dict[str, Any] | str) -> None:
+        line = message if isinstance(message, str) else json.dumps(message)
+        self.proc.stdin.write((line + "\n").encode())
+        self.proc.stdin.flush()
 
-        init = request(
+    def request(self, rid: int, method: str, params: dict[str, Any] | None = None) -> dict:
+        self.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params or {}})
+        return self.reply(rid)
+
+    def reply(self, rid: int | None) -> dict:
+        reply = json.loads(self.reader.line())
+        assert reply["jsonrpc"] == "2.0" and reply["id"] == rid, reply
+        return reply
+
+    def initialize(self) -> dict:
+        init = self.request(
             1,
             "initialize",
             {
@@ -284,32 +291,105 @@ def test_raw_json_rpc_at_2025_06_18_and_nothing_else_on_stdout(shop_db):
                 "clientInfo": {"name": "test", "version": "1"},
             },
         )["result"]
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        return init
+
+    def finish(self) -> str:
+        """Close stdin; the server must exit 0 with nothing more on stdout. Returns stderr."""
+        self.proc.stdin.close()  # end of session: the server exits on its own
+        assert self.proc.wait(timeout=30) == 0
+        assert self.proc.stdout.read() == b"" and self.reader.buf == b""
+        return self.proc.stderr.read().decode()
+
+    def __enter__(self) -> RawSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            if stream and not stream.closed:
+                stream.close()
+
+
+def test_raw_json_rpc_at_2025_06_18_and_nothing_else_on_stdout(shop_db):
+    with RawSession(shop_db) as raw:
+        init = raw.initialize()
         assert init["protocolVersion"] == "2025-06-18"
         assert init["serverInfo"]["name"] == "drilldown"
         assert "tools" in init["capabilities"]
-        send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        assert request(2, "ping")["result"] == {}
-        tools = request(3, "tools/list")["result"]["tools"]
+        assert raw.request(2, "ping")["result"] == {}
+        tools = raw.request(3, "tools/list")["result"]["tools"]
         assert [t["name"] for t in tools] == [t.name for t in TOOLS]
         assert all(t["inputSchema"]["type"] == "object" for t in tools)
-        call = request(4, "tools/call", {"name": "metric_describe", "arguments": {}})["result"]
+        call = raw.request(4, "tools/call", {"name": "metric_describe", "arguments": {}})["result"]
         assert call["isError"] is False
         assert json.loads(call["content"][0]["text"]) == call["structuredContent"]
-        bad = request(5, "tools/call", {"name": "metric_sample", "arguments": {"table": "nope"}})
+        bad = raw.request(
+            5, "tools/call", {"name": "metric_sample", "arguments": {"table": "nope"}}
+        )
         assert bad["result"]["isError"] is True
         assert (
             "valid: customers, sales, visits"
             in bad["result"]["structuredContent"]["error"]["message"]
         )
-        proc.stdin.close()  # end of session: the server exits on its own
-        assert proc.wait(timeout=30) == 0
-        assert proc.stdout.read() == b"" and reader.buf == b""  # nothing but protocol on stdout
-        stderr = proc.stderr.read().decode()
+        stderr = raw.finish()  # nothing but protocol on stdout
         assert "serving MCP over stdio" in stderr and "Traceback" not in stderr
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=10)
-        for stream in (proc.stdin, proc.stdout, proc.stderr):
-            if stream and not stream.closed:
-                stream.close()
+
+
+def test_a_deeply_nested_request_is_answered_and_the_session_goes_on(make_db):
+    """3,000 levels of nesting: the SDK dropped the line unanswered, so the client waited."""
+    db = make_db("sales.csv")
+    before = file_digest(db)
+    deep = "[" * 3000 + "]" * 3000
+    with RawSession(db) as raw:
+        raw.initialize()
+        raw.send(
+            '{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": '
+            '{"name": "metric_describe", "arguments": {"table": ' + deep + "}}}"
+        )
+        error = raw.reply(2)["error"]
+        assert error["code"] == -32602
+        assert error["message"] == (
+            "invalid_arguments: request nested too deeply (3,003 levels); tool arguments may "
+            "nest at most 32 levels"
+        )
+        raw.send("this is not JSON")
+        assert raw.reply(None)["error"]["code"] == -32700
+        ok = raw.request(3, "tools/call", {"name": "metric_describe", "arguments": {}})
+        assert ok["result"]["isError"] is False
+        assert [t["name"] for t in ok["result"]["structuredContent"]["tables"]] == ["sales"]
+        stderr = raw.finish()
+    assert "Traceback" not in stderr
+    assert file_digest(db) == before
+
+
+def test_integers_beyond_2_53_are_strings_in_mcp_responses(make_db):
+    """A JavaScript client reads 1152921504606846977 as 1152921504606846976: the server writes
+    such integers as strings, in the text and in the structured content alike."""
+    db = make_db(accounts="account,units\n9223372036854775808,1152921504606846977\n17,2\n")
+
+    def no_big_literal(literal: str) -> int:
+        assert abs(int(literal)) < 2**53, f"bare integer {literal} in the response"
+        return int(literal)
+
+    with RawSession(db) as raw:
+        raw.initialize()
+        raw.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": "metric_sample", "arguments": {"table": "accounts"}},
+            }
+        )
+        line = raw.reader.line()
+        raw.finish()
+    result = json.loads(line, parse_int=no_big_literal)["result"]
+    text = json.loads(result["content"][0]["text"], parse_int=no_big_literal)
+    assert text == result["structuredContent"]
+    assert text["rows"] == [
+        {"account": "9223372036854775808", "units": "1152921504606846977"},
+        {"account": 17, "units": 2},
+    ]

@@ -532,7 +532,8 @@ def render_html_of(result: dict[str, Any]) -> str:
 
 IMG = "<img src=x onerror=alert(1)>"
 TITLE = "![x](https://attacker.example) <script>alert(2)</script>"
-ODD = "$\\frac{1}{0}$ \u202e🚀 中文"  # mathtext, a direction override, glyphs the font lacks
+# mathtext, a direction override, glyphs the font lacks, a terminal escape sequence
+ODD = "$\\frac{1}{0}$ \u202e🚀 中文 \x1b[2J"
 SVG = "<svg onload=alert(8)>"
 
 
@@ -600,9 +601,11 @@ def test_hostile_text_renders_escaped(demo: dict[str, Any], tmp_path: Path) -> N
     bars = waterfall_bars(r)
     assert (
         bars is not None
-        and bars[1].name == f"platform = {IMG}, app_version = $\\frac{{1}}{{0}}$ 🚀 中文"
+        and bars[1].name
+        == f"platform = {IMG}, app_version = $\\frac{{1}}{{0}}$ \\u202e🚀 中文 \\x1b[2J"
     )
-    assert "\u202e" not in page
+    assert "\u202e" not in page and "\x1b" not in page
+    assert "$\\frac{1}{0}$ \\u202e🚀 中文 \\x1b[2J" in page
 
 
 def test_a_data_problem_comes_first_on_the_page(demo: dict[str, Any], tmp_path: Path) -> None:

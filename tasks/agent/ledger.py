@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from sql_tools.output import dumps
 from tasks.agent.models import LedgerEntry
 from tasks.agent.untrusted import to_json
 
@@ -159,7 +160,7 @@ class Ledger:
         tmp = out / "evidence.jsonl.tmp"
         with tmp.open("w", encoding="utf-8") as f:
             for e in self.entries:
-                f.write(e.model_dump_json() + "\n")
+                f.write(dumps(e.model_dump(mode="json")) + "\n")
         tmp.replace(out / "evidence.jsonl")
         logs = out / "hypotheses"
         logs.mkdir(exist_ok=True)

@@ -447,7 +447,8 @@ def _plan_quality(session: Session, q: Question, e: Explanation) -> str:
             summary = _not_the_data(e)
         else:
             summary = (
-                "The checks found no missing days, partial periods, duplicated rows or null spikes."
+                "The checks found no missing days, partial periods, duplicated rows, null spikes or "
+                "non-finite values."
             )
         session.call(
             "conclude",

@@ -2,22 +2,25 @@
 
 Every block is fenced by a tag carrying a fresh random nonce, so text inside cannot close it, and
 the JSON inside has ``<`` and ``>`` written as ``\\u003c`` / ``\\u003e``, so no tag of any kind
-can appear in it. The system prompt says what the blocks are: data to analyse, never
-instructions. Model-written text that ends up in findings is flattened and capped here too.
+can appear in it; characters that draw nothing or steer the text direction are ``\\u`` escapes
+too, so the model reads ``Wid\\u200bget``, not a second ``Widget``. The system prompt says what
+the blocks are: data to analyse, never instructions. Model-written text that ends up in findings
+is flattened and capped here too.
 """
 
 from __future__ import annotations
 
-import json
 import secrets
 from typing import Any
 
 from sql_tools._errors import one_line
+from sql_tools.output import dumps, printable_line
 
 
 def to_json(payload: Any) -> str:
-    """Compact JSON with no angle brackets (escaped as JSON unicode escapes)."""
-    text = json.dumps(payload, ensure_ascii=False, default=str, separators=(",", ":"))
+    """Compact JSON as the product writes it (``output.dumps``: hidden characters and big
+    integers escaped) with no angle brackets (escaped as JSON unicode escapes)."""
+    text = dumps(payload, separators=(",", ":"))
     return text.replace("<", "\\u003c").replace(">", "\\u003e")
 
 
@@ -29,6 +32,6 @@ def data_block(payload: Any, source: str) -> str:
 
 
 def clean(text: Any, limit: int) -> str:
-    """Model-written text for a finding: one line, control characters gone, at most ``limit``."""
-    s = "".join(ch if ch.isprintable() else " " for ch in str(text))
-    return one_line(s, limit)
+    """Model-written text for a finding: one line, at most ``limit`` characters, hidden
+    characters written as escapes (``output.printable_line``)."""
+    return printable_line(text, limit)

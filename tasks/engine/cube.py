@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
+from decimal import Decimal
 from itertools import combinations
 from typing import Any
 
@@ -25,7 +26,16 @@ from sqlglot import exp
 
 from sql_tools._context import Column, ToolContext
 from sql_tools._errors import ToolInputError
-from sql_tools._sql import Params, Source, ident, to_sql, typed_value, where_clause
+from sql_tools._sql import (
+    Params,
+    Source,
+    finite_or_null,
+    ident,
+    may_be_non_finite,
+    to_sql,
+    typed_value,
+    where_clause,
+)
 from tasks.engine.spec import Aggregate, DateRange, Question
 
 MAX_RESULT_ROWS = 6_000_000
@@ -149,10 +159,13 @@ class _Sql:
         )
 
     def _row_value(self, agg: Aggregate, col: Column | None) -> exp.Expression:
-        """The per-row contribution of an additive aggregate (sum/count/avg parts)."""
+        """The per-row contribution of an additive aggregate (sum/count/avg parts). NaN and
+        ±Infinity count as missing, like NULL (the data-quality check says how many there were)."""
         if agg.fn == "count" and col is None:
             return exp.Literal.number(1)
         e = self.src.expr(col)
+        if may_be_non_finite(col):
+            e = finite_or_null(e)
         if agg.fn == "count" or agg.fn == "count_distinct":
             return exp.If(
                 this=exp.Not(this=exp.Is(this=e, expression=exp.Null())),
@@ -549,6 +562,8 @@ def _constant_denominator(table: pa.Table) -> dict[str, np.ndarray]:
 def _plain(v: Any) -> Any:
     if isinstance(v, datetime | date):
         return v.isoformat()
+    if isinstance(v, Decimal):  # HUGEINT and DECIMAL arrive from Arrow as Decimal
+        return int(v) if v == v.to_integral_value() else float(v)
     return v
 
 

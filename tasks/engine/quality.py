@@ -2,11 +2,12 @@
 
 A metric can move because the business moved, or because the data did: a period the data does
 not fully cover, days that were never loaded, one segment missing for a few days, a column that
-suddenly went NULL, rows loaded twice. :func:`check_quality` looks for those five defects with at
-most four single-pass queries (never one query per value) on the sandboxed connection, applying
-the metric's filters to every one. Every issue carries the exact SQL and parameters it came from.
+suddenly went NULL, rows loaded twice, NaN or infinite numbers. :func:`check_quality` looks for
+those six defects with at most five single-pass queries (never one query per value) on the
+sandboxed connection, applying the metric's filters to every one. Every issue carries the exact
+SQL and parameters it came from.
 
-Queries (label periods run only the last two):
+Queries (label periods run only the last three):
 
 1. coverage: first/last value of the time column -> ``partial_period``;
 2. rows per day, overall and per value of every dimension at once (``GROUPING SETS``, reduced
@@ -16,6 +17,8 @@ Queries (label periods run only the last two):
 4. rows, distinct rows and their copy counts per day (per period for label periods), grouping
    rows by a hash of all their columns (on a hash sample above a million rows) ->
    ``duplicate_rows``, only where the copies show a repeated load (see section 5).
+5. NaN, Infinity and -Infinity per period in the metric's floating-point columns ->
+   ``non_finite_values``.
 """
 
 from __future__ import annotations
@@ -31,7 +34,16 @@ from sqlglot import exp
 
 from sql_tools._context import Column, QueryOutput, ToolContext
 from sql_tools._errors import ToolInputError
-from sql_tools._sql import Params, Source, ident, to_sql, where_clause
+from sql_tools._sql import (
+    Params,
+    Source,
+    ident,
+    may_be_non_finite,
+    non_finite_counts,
+    non_finite_text,
+    to_sql,
+    where_clause,
+)
 from sql_tools.catalog import jsonable
 from tasks.engine.result import DataQualityIssue, Evidence
 from tasks.engine.spec import DateRange, Question
@@ -74,8 +86,8 @@ def check_quality(
 
     Returns:
         Issues sorted by severity (error, warning, info), in check order within a severity.
-        Date periods get all five checks; label periods only ``null_spike`` and
-        ``duplicate_rows``.
+        Date periods get all six checks; label periods only ``null_spike``,
+        ``duplicate_rows`` and ``non_finite_values``.
     """
     scope = _Scope.build(ctx, question, dimensions)
     issues: list[DataQualityIssue] = []
@@ -89,6 +101,7 @@ def check_quality(
     rows = _null_spikes(scope)
     issues += rows.issues
     issues += _duplicate_rows(scope, rows)
+    issues += _non_finite(scope)
     return sorted(issues, key=lambda i: _SEVERITY_ORDER[i.severity])
 
 
@@ -986,3 +999,75 @@ def _duplicate_issue(
             ),
         )
     ]
+
+
+# --- 6. non_finite_values ----------------------------------------------------------------------
+
+_NON_FINITE_KINDS = ("nan", "infinity", "minus_infinity")
+
+
+def _non_finite(scope: _Scope) -> list[DataQualityIssue]:
+    """NaN and ±Infinity in the metric's floating-point columns, per period (one query, only
+    for a column whose load-time profile does not rule them out).
+
+    The engine leaves such values out of the metric, as it leaves out NULLs; a SQL tool's sum,
+    average, minimum or maximum over them is not a number and comes back null. Either way the
+    reader has to know they are there.
+    """
+    columns = [
+        c for c in scope.metric_columns if may_be_non_finite(c) and not _all_finite(scope, c)
+    ]
+    if not columns:
+        return []
+    q = _Query(scope)
+    exprs = [
+        count.as_(f"{which}_{kind}_{i}")
+        for i, col in enumerate(columns)
+        for which in WHICH
+        for kind, count in zip(
+            _NON_FINITE_KINDS, non_finite_counts(q.col(col), q.in_period(which)), strict=True
+        )
+    ]
+    out = q.run(q.base(exp.select(*exprs)).where(q.where(q.in_either())), max_rows=1)
+    row = dict(zip(out.columns, out.rows[0], strict=True))
+    issues = []
+    for i, col in enumerate(columns):
+        found = {w: [int(row[f"{w}_{k}_{i}"]) for k in _NON_FINITE_KINDS] for w in WHICH}
+        per_period = {w: sum(found[w]) for w in WHICH}
+        if not any(per_period.values()):
+            continue
+        both = [b + c for b, c in zip(found["baseline"], found["comparison"], strict=True)]
+        message = (
+            f"Column {col.ref!r} holds {non_finite_text(*both)}: {per_period['baseline']:,} in "
+            f"the baseline, {per_period['comparison']:,} in the comparison. The metric leaves "
+            "them out, like missing values; a SQL tool's sum or average over them comes back "
+            "null."
+        )
+        details: dict[str, Any] = {}
+        for w in WHICH:
+            details |= {f"{w}_{k}": n for k, n in zip(_NON_FINITE_KINDS, found[w], strict=True)}
+        issues.append(
+            DataQualityIssue(
+                kind="non_finite_values",
+                message=message,
+                severity="warning",
+                column=col.ref,
+                period="comparison" if per_period["comparison"] >= per_period["baseline"]
+                else "baseline",
+                details=details,
+                evidence=_evidence(
+                    scope, "non_finite_values", out, {"columns": [c.ref for c in columns]},
+                    column=col.ref,
+                ),
+            )
+        )
+    return issues
+
+
+def _all_finite(scope: _Scope, col: Column) -> bool:
+    """True when the column's profile (over every row, at load) has a finite minimum and
+    maximum: DuckDB sorts NaN above +Infinity, so the column then holds no NaN or ±Infinity."""
+    prof = scope.ctx.schema.column_profile(col)
+    return prof is not None and all(
+        isinstance(v, int | float) and math.isfinite(v) for v in (prof.min, prof.max)
+    )

@@ -1,18 +1,19 @@
 """report.md: the answer in plain words a manager can read in a minute.
 
 Text that comes from the data (segment values, column names) is escaped: it can never add links,
-images, HTML or table structure to the report.
+images, HTML or table structure to the report, and characters that draw nothing or steer the
+terminal or the text direction are shown as escapes (``Wid\\u200bget``, ``\\x1b[2J``).
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sql_tools.output import dumps, printable, printable_line
 from tasks.engine.result import Explanation, Segment
 
 # Said once above a list of similar past investigations when some of them read other data.
@@ -31,14 +32,15 @@ def _defang(m: re.Match[str]) -> str:
     return word[0] + "x" * (len(word) - 2) + word[-1] + m.group(2) + ":"
 
 
+def defang(text: str) -> str:
+    """Addresses made inert (``hxxps:``, ``www[.]``) so no viewer turns them into links."""
+    return _LINKISH.sub(_defang, text)
+
+
 def esc(value: Any, limit: int = 120) -> str:
-    """Data text made inert for Markdown: specials escaped, newlines flattened, length capped,
-    and addresses defanged (``hxxps:``) so no renderer turns them into links."""
-    text = "(null)" if value is None else str(value)
-    text = " ".join(text.split())
-    if len(text) > limit:
-        text = text[: limit - 1] + "…"
-    return _MD_SPECIAL.sub(r"\\\1", _LINKISH.sub(_defang, text))
+    """Data text made inert for Markdown: one line, capped, hidden characters shown as escapes
+    (``output.printable_line``), addresses defanged, Markdown specials escaped."""
+    return _MD_SPECIAL.sub(r"\\\1", defang(printable_line(value, limit)))
 
 
 def fmt(x: float | None, kind: str = "number", decimals: int | None = None) -> str:
@@ -323,7 +325,7 @@ def render(e: Explanation, *, db: str | None = None) -> str:
         for s in e.root_causes:
             if s.evidence is None:
                 continue
-            args = json.dumps(s.evidence.arguments).replace("`", "\\u0060")
+            args = dumps(s.evidence.arguments).replace("`", "\\u0060")
             lines += ["```", _tool_command(s.evidence.tool, args, db), "```"]
     lines.append("")
     searched = e.stats.get("search_dimensions") or e.dimensions
@@ -367,8 +369,8 @@ def _hypotheses(e: Explanation, db: str | None) -> list[str]:
             lines += ["", "<details><summary>Evidence queries</summary>", ""]
             for ev in h["evidence"]:
                 if ev.get("sql"):
-                    sql = " ".join(str(ev["sql"]).split()).replace("`", "'")
-                    params = json.dumps(ev.get("params", {}), default=str).replace("`", "'")
+                    sql = printable(" ".join(str(ev["sql"]).split())).replace("`", "'")
+                    params = dumps(ev.get("params", {})).replace("`", "'")
                     lines += [f"{esc(ev.get('id'))}:", "```sql", sql, f"-- params: {params}", "```"]
             lines += ["", "</details>", ""]
     accepted = [f for f in e.findings if f.get("status") == "accepted"]

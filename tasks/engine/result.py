@@ -81,7 +81,12 @@ class DataQualityIssue(BaseModel):
     """Something about the data, not the business, that moves or clouds the metric."""
 
     kind: Literal[
-        "missing_days", "segment_missing_days", "null_spike", "duplicate_rows", "partial_period"
+        "missing_days",
+        "segment_missing_days",
+        "null_spike",
+        "duplicate_rows",
+        "partial_period",
+        "non_finite_values",
     ]
     message: str = Field(description="One plain sentence a manager can read.")
     severity: Literal["info", "warning", "error"] = "warning"
