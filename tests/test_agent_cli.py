@@ -253,6 +253,8 @@ def test_the_model_reads_invisible_and_control_characters_as_escapes(tmp_path):
     assert '"product":"Wid\\u200bget"' in text and '"product":"Widget"' in text
     assert "abc\\u202efdp.exe" in text and "\\u001b[2J" in text
     results = [json.loads(BLOCK.search(b).group(2)) for b in read if BLOCK.search(b)]
-    [filtered] = [r for r in results if r.get("params") == {"p1": ZWSP}]
-    assert filtered["matched_count"] == 42
-    assert {row["product"] for row in filtered["rows"]} == {ZWSP}
+    filtered = [r for r in results if r.get("params") == {"p1": ZWSP}]
+    assert filtered, "the model never read the filtered sample"
+    for r in filtered:  # one per hypothesis the model investigated
+        assert r["matched_count"] == 42
+        assert {row["product"] for row in r["rows"]} == {ZWSP}

@@ -39,6 +39,7 @@ GENERATORS = {
     "pattern_small_events.py": ["binary_events", "flat_many", "uneven_drop"],
     "pattern_segment_outage.py": ["segment_outage"],
     "pattern_event_rows.py": ["event_rows"],
+    "pattern_mix_channel.py": ["mix_channel"],
 }
 
 
