@@ -63,16 +63,18 @@ def assign_data_quality(
     global_shift: Segment | None,
     quality: list[DataQualityIssue],
     z_crit: float,
+    n_tested: int = 1,
 ) -> None:
     """Mark the root causes and the even shift whose move the data's defects explain.
 
     Args:
         ctx: The sandboxed tool context.
         q: The question (only date periods can be measured by day).
-        causes: Root causes (``p_value`` as the search found it, unadjusted); updated in place.
+        causes: Root causes (``p_value`` corrected for ``n_tested`` segments); updated in place.
         global_shift: The even shift of everything, if any; updated in place.
         quality: The data-quality issues of this question.
         z_crit: The bound a segment's move had to clear to be named.
+        n_tested: The segments searched (the causes' p-values are corrected for them).
     """
     if not q.periods.by_dates or not quality:
         return
@@ -93,7 +95,7 @@ def assign_data_quality(
     own: dict[int, _Series] = {}
     for cause, issues in touched:
         own[id(cause)] = _Series.of(ctx, q, cause.segment)
-        _judge_cause(q, cause, issues, own[id(cause)], total, repeated, z_crit)
+        _judge_cause(q, cause, issues, own[id(cause)], total, repeated, z_crit, n_tested)
     if shift is not None:
         # the even shift is the move of what the root causes leave; overlapping causes cannot
         # be taken out one by one, and then the whole data stands in
@@ -330,6 +332,7 @@ def _judge_cause(
     total: _Series,
     repeated: set[str],
     z_crit: float,
+    n_tested: int = 1,
 ) -> None:
     """A root cause inside a segment with missing days: its move beyond the rest of the data,
     measured again on the days it has rows in both periods."""
@@ -347,7 +350,7 @@ def _judge_cause(
     if not (aside["baseline"] or aside["comparison"]) or not math.isfinite(beyond) or not beyond:
         return
     share_left = beyond_clean / beyond if math.isfinite(beyond_clean) else math.nan
-    z = float(stats.norm.isf(max(cause.p_value or 0.0, 1e-300) / 2))
+    z = float(stats.norm.isf(max((cause.p_value or 0.0) / n_tested, 1e-300) / 2))
     z_left = z * abs(share_left) if math.isfinite(share_left) else math.inf
     explained = _explains(beyond, beyond_clean) and z_left < z_crit
     if explained:

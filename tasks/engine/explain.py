@@ -188,6 +188,13 @@ def _explain(ctx: ToolContext, q: Question) -> Analysis:
     if q.max_depth is None:
         q = q.model_copy(update={"max_depth": cube_mod.auto_depth(ctx, q, search_dims)})
     cube = build_cube(ctx, q, search_dims)
+    if cube.days is not None:
+        # a leaf's day-to-day spread is measured over the days the table has rows for: days
+        # missing from the whole table (a gap, data that ends early) are a data-quality matter,
+        # not noise
+        series, _, _ = daily_series(ctx, q)
+        present = tuple(float(series[w]["present"].sum()) for w in ("baseline", "comparison"))
+        cube.days = present  # type: ignore[assignment]
     totals = _totals(ctx, q, cube)
     change = _significance(ctx, q, cube, totals)
     leaves = (
@@ -204,7 +211,11 @@ def _explain(ctx: ToolContext, q: Question) -> Analysis:
     found = search(cube, leaves, eligible=eligible, alpha=ALPHA, **style)
     change = _localized(change, found, eligible)
     contrib = _contributions(cube, kind)
-    causes = [_segment(cube, contrib, p.seg, p.p_value) for p in found.picks if p.seg != 0]
+    causes = [
+        _segment(cube, contrib, p.seg, _adjusted(p.p_value, found))
+        for p in found.picks
+        if p.seg != 0
+    ]
     if kind == "ratio":
         causes = _with_mix(cube, q, contrib, causes, eligible, totals)
     delta = totals["comparison"] - totals["baseline"] if _finite(totals) else None
@@ -212,7 +223,7 @@ def _explain(ctx: ToolContext, q: Question) -> Analysis:
     if not change.significant:
         notes.append("the change is within the noise; no root causes are named")
         causes = []
-    assign_data_quality(ctx, q, causes, global_shift, quality, found.z_crit)
+    assign_data_quality(ctx, q, causes, global_shift, quality, found.z_crit, found.n_tested)
     direction = math.copysign(1.0, delta) if delta else 1.0
     causes.sort(key=lambda s: (-(s.contribution * direction > 0), -abs(s.contribution)))
     drivers, offsetting = _drivers(cube, contrib, found, eligible, direction)
@@ -278,9 +289,7 @@ def _explain(ctx: ToolContext, q: Question) -> Analysis:
         },
     )
     cause_p = {
-        json.dumps(name, sort_keys=True, default=str): min(
-            1.0, (c.p_value if c.p_value is not None else 1.0) * found.n_tested
-        )
+        json.dumps(name, sort_keys=True, default=str): (c.p_value if c.p_value is not None else 1.0)
         for c in causes
         for name in (c.segment, *c.aliases)
     }
@@ -591,7 +600,8 @@ def _with_mix(
             if inner.size == 0:
                 break
             i = int(inner[np.argmax(np.abs(mix[inner]))])
-        causes.append(_segment(cube, contrib, i, float(2 * stats.norm.sf(abs(z[i])))))
+        p_adj = min(1.0, float(2 * stats.norm.sf(abs(z[i]))) * n_tested)
+        causes.append(_segment(cube, contrib, i, p_adj))
         blocked |= _related(cube, i)
         rest_b, rest_c = rest_b - s["db"][i], rest_c - s["dc"][i]
     return causes
@@ -668,6 +678,11 @@ def _leaf_members(cube: Cube, i: int) -> np.ndarray:
     return (cube.leaf_codes[:, cols] == cube.seg_codes[i, cols]).all(axis=1)
 
 
+def _adjusted(p: float, found: Search) -> float:
+    """A segment's p-value corrected for every segment searched (Bonferroni), as reported."""
+    return min(1.0, p * found.n_tested)
+
+
 def _index_of(cube: Cube, segment: dict[str, Any]) -> int:
     """The row of ``segment`` among the cube's segments."""
     if len(segment) > len(cube.dims):
@@ -725,8 +740,10 @@ def _drivers(
     eligible: np.ndarray,
     direction: float,
 ) -> tuple[list[Segment], list[Segment]]:
-    """Significant segments ranked by contribution, with and against the change."""
-    sig = eligible & (found.p < ALPHA)
+    """Segments significant after correcting for every segment searched (the same bound the
+    causes meet), ranked by contribution, with and against the change."""
+    crit = found.seg_crit if found.seg_crit is not None else found.z_crit
+    sig = eligible & (np.abs(found.z) >= crit)
     sig[0] = False  # the whole population is not a driver
     idx = np.flatnonzero(sig)
     c = contrib["contribution"][idx] * direction
@@ -735,7 +752,7 @@ def _drivers(
     with_, against = [], []
     for j in order:
         i = int(idx[j])
-        seg = _segment(cube, contrib, i, float(found.p[i]))
+        seg = _segment(cube, contrib, i, _adjusted(float(found.p[i]), found))
         (with_ if c[j] > 0 else against).append(seg)
         if len(with_) >= MAX_DRIVERS and len(against) >= MAX_DRIVERS:
             break

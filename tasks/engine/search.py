@@ -194,13 +194,14 @@ def _day_variance(
 
 
 def _day_dispersion(
-    V: np.ndarray, P: np.ndarray, leaf: dict[str, np.ndarray], size: np.ndarray
+    V: np.ndarray, P: np.ndarray, leaf: dict[str, np.ndarray], size: np.ndarray, across: np.ndarray
 ) -> np.ndarray:
     """The dispersion measured inside each leaf, from its day-to-day spread: per size bin, the
     leaves' daily variance over their row-level variance (pooled). Movers do not inflate it (a
     leaf that fell between the periods has no more spread within them), so it holds with few
-    leaves, where a dispersion measured across leaves is mostly the movers' own move. Event
-    rows (days holding several rows of one leaf) never go below the row-level variance itself (a
+    leaves, where a dispersion measured across leaves is mostly the movers' own move. The
+    smaller of it and the dispersion across leaves (``across``) is taken. Event rows (days
+    holding several rows of one leaf) never go below the row-level variance itself (a
     dispersion of 1); pre-aggregated rows (one per leaf and day) have no row-level variance."""
     ok = P > 0
     out = np.ones_like(P)
@@ -212,6 +213,10 @@ def _day_dispersion(
         sel = ok & (bins == k)
         if sel.any():
             out[bins == k] = max(float(V[sel].sum()) / max(float(P[sel].sum()), 1e-300), 1e-12)
+    # each view can be inflated by something that is not noise: the spread across leaves by the
+    # leaves a cause moved, the spread within them by a day the data got wrong (loaded twice,
+    # half missing); the noise is no larger than the smaller of the two
+    out = np.minimum(out, across)
     rows = float((leaf["rowsb"] + leaf["rowsc"]).sum())
     events = rows > 1.05 * float((leaf["cellsb"] + leaf["cellsc"]).sum())  # days of several rows
     return np.maximum(out, 1.0) if events else out
@@ -232,7 +237,9 @@ def additive_leaves(leaf: dict[str, np.ndarray], days: tuple[float, float] | Non
     V = _day_variance(leaf, days, zero, zero) if days else None
     if V is not None:
         V = _day_variance({**leaf, "vnb": leaf["vnb"] * overall**2, "nb": b * overall}, days, zero, zero)
-    phi = _dispersion(r, P, b + c) if V is None else _day_dispersion(V, P, leaf, b + c)
+    phi = _dispersion(r, P, b + c)
+    if V is not None:
+        phi = _day_dispersion(V, P, leaf, b + c, phi)
     return Leaves(f=b.copy(), v=c.copy(), P=P, g=overall - 1.0, phi=phi, tail=_tail(r, P, phi))
 
 
@@ -264,7 +271,9 @@ def ratio_leaves(
         scaled = {**leaf, "nb": nb * scale, "db": db * scale, "vnb": leaf.get("vnb", 0) * scale**2,
                   "vdb": leaf.get("vdb", 0) * scale**2, "vndb": leaf.get("vndb", 0) * scale**2}
         V = _day_variance(scaled, days, rb, rc)
-    phi = _dispersion(r, P, f + nc) if V is None else _day_dispersion(V, P, leaf, f + nc)
+    phi = _dispersion(r, P, f + nc)
+    if V is not None:
+        phi = _day_dispersion(V, P, leaf, f + nc, phi)
     return Leaves(f=f, v=nc.copy(), P=P, g=g, phi=phi, tail=_tail(r, P, phi))
 
 
