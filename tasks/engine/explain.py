@@ -203,7 +203,9 @@ def _explain(ctx: ToolContext, q: Question) -> Analysis:
         else additive_leaves(cube.leaf, cube.days)
     )
     if kind == "distinct":
-        leaves.phi = leaves.phi * _overlap(cube, totals)
+        # a distinct count is a count: its noise is never below the count itself (the row
+        # level of counts), then scaled by how often one value is counted in several leaves
+        leaves.phi = np.maximum(leaves.phi, 1.0) * _overlap(cube, totals)
     eligible = _eligible(cube, q.min_support)
     # Ratios of counts on real data carry heavy-tailed per-segment noise: there the search ranks
     # by explanatory power and asks each cause to carry a fifth of what is left unexplained.
