@@ -159,3 +159,17 @@ def test_the_gate_accepts_a_finding_under_any_name_and_keeps_one(make_db):
         assert kept.share == pytest.approx(1.0, abs=0.1)
         test = analysis.test({"app_version": "web"})
         assert test is not None and not test.explained
+
+
+def test_overlapping_root_causes_say_so():
+    """Shares above the whole change come with a note naming the root causes that share rows."""
+    from tasks.engine.explain import _overlap_notes
+    from tasks.engine.result import Segment
+
+    a = Segment(segment={"platform": "ios"}, contribution=-80.0, share=0.8)
+    b = Segment(segment={"country": "US"}, contribution=-60.0, share=0.6)
+    c = Segment(segment={"platform": "web"}, contribution=-60.0, share=0.6)
+    (note,) = _overlap_notes([a, b])
+    assert "platform = ios and country = US" in note and "140%" in note
+    assert _overlap_notes([a, c]) == []  # disjoint: their shares may add up past the change
+    assert _overlap_notes([a]) == []

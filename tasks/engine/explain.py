@@ -237,6 +237,7 @@ def _explain(ctx: ToolContext, q: Question) -> Analysis:
     for c in [*causes, *drivers, *offsetting]:
         c.share = c.contribution / delta if delta else None
     explained = sum(c.contribution for c in causes) / delta if delta and causes else None
+    notes += _overlap_notes(causes)
     if kind == "distinct":
         notes.append(
             "distinct counts do not add up across segments: a root cause's figures count its own "
@@ -678,6 +679,30 @@ def _leaf_members(cube: Cube, i: int) -> np.ndarray:
     """Which leaves make up segment ``i``."""
     cols = np.flatnonzero(cube.seg_mask[i])
     return (cube.leaf_codes[:, cols] == cube.seg_codes[i, cols]).all(axis=1)
+
+
+def _overlap_notes(causes: list[Segment]) -> list[str]:
+    """Say so when root causes' shares add to more than the whole change because some of them
+    hold the same rows (two segments overlap unless they set one column to different values)."""
+    shares = [c.share for c in causes if c.share is not None and c.share > 0]
+    if sum(shares) <= 1.05:
+        return []
+    pairs = [
+        (a, b)
+        for i, a in enumerate(causes)
+        for b in causes[i + 1 :]
+        if all(str(b.segment[k]) == str(v) for k, v in a.segment.items() if k in b.segment)
+    ]
+    if not pairs:
+        return []
+    named = "; ".join(
+        " and ".join(", ".join(f"{k} = {v}" for k, v in s.segment.items()) for s in pair)
+        for pair in pairs[:3]
+    )
+    return [
+        f"root causes overlap (they share rows: {named}), so their shares add to "
+        f"{sum(shares):.0%} of the change"
+    ]
 
 
 def _adjusted(p: float, found: Search) -> float:
