@@ -15,6 +15,8 @@ import pytest
 from tests.conftest import file_digest
 from tests.test_cli import drilldown, tool
 
+BIG_ROWS = 150_000  # enough for DuckDB to write blocks to the file before it commits
+
 EARLY_ROWS = 30_000  # well past DuckDB's 20,480-row type sample
 
 
@@ -136,3 +138,47 @@ def test_the_refused_line_counts_line_breaks_inside_quoted_values(tmp_path: Path
     proc = drilldown("load", str(src), "--db", str(db))
     assert_refused(proc, "notes.csv line 30004:", "column ts")  # header 1, quoted record 2-3
     assert file_digest(db) == before
+
+
+# ------------------------------------------------------------------------------ failed loads
+
+
+def damaged_parquet(path: Path) -> Path:
+    """A Parquet file whose footer is intact (it passes the checks made before loading) and
+    whose compressed pages are not, so DuckDB fails while reading it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    n = 100_000
+    pq.write_table(
+        pa.table({"x": range(n), "s": [f"s{i}" for i in range(n)]}), path, compression="zstd"
+    )
+    data = bytearray(path.read_bytes())
+    footer = int.from_bytes(data[-8:-4], "little")
+    for i in range(200, len(data) - footer - 200, 500):
+        data[i] ^= 0x5A
+    path.write_bytes(bytes(data))
+    return path
+
+
+def test_a_failed_load_leaves_the_database_file_as_it_was(tmp_path: Path) -> None:
+    db = existing_db(tmp_path)
+    before = file_digest(db)
+    big = tmp_path / "big.csv"
+    big.write_text("k,v\n" + "".join(f"k{i % 97},{i}\n" for i in range(BIG_ROWS)))
+    broken = damaged_parquet(tmp_path / "broken.parquet")
+    assert_refused(drilldown("load", str(big), str(broken), "--db", str(db)), "broken.parquet")
+    assert file_digest(db) == before
+
+    late = tmp_path / "late.csv"
+    rows = "".join(f"a,2024-01-01 10:00:{i % 60:02d}\n" for i in range(BIG_ROWS))
+    late.write_text(f"k,ts\n{rows}b,2024-01-01 10:00:00+05:00\n")
+    assert_refused(drilldown("load", str(late), "--db", str(db)), f"line {BIG_ROWS + 2}")
+    assert file_digest(db) == before
+
+    assert sorted(p.name for p in tmp_path.iterdir() if "duckdb" in p.name) == ["data.duckdb"]
+    proc = drilldown("load", str(big), "--db", str(db))  # a load that works keeps the others
+    assert proc.returncode == 0, proc.stderr
+    code, out = tool(db, "metric_describe", {})
+    assert code == 0, out
+    assert {t["name"]: t["row_count"] for t in out["tables"]} == {"big": BIG_ROWS, "users": 2}
