@@ -480,6 +480,10 @@ def _write(inputs: list[_Input], db: Path, opts: LoadOptions, tmpdir: Path) -> N
     writer lock, until the copy has replaced it.
     """
     target = db.resolve()  # a symlinked database is replaced where it lives
+    if not target.parent.is_dir():
+        raise LoadError(
+            f"database {db.name}: folder {target.parent} does not exist", code="database_error"
+        )
     original = _connect(target) if target.exists() else None
     try:
         if original is not None:
