@@ -7,6 +7,7 @@ refused load leaves the database file byte for byte as it was.
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,9 +16,8 @@ import pytest
 from tests.conftest import file_digest
 from tests.test_cli import drilldown, tool
 
-BIG_ROWS = 150_000  # enough for DuckDB to write blocks to the file before it commits
-
 EARLY_ROWS = 30_000  # well past DuckDB's 20,480-row type sample
+BIG_ROWS = 150_000  # enough for DuckDB to write blocks to the file before it commits
 
 
 def late_csv(path: Path, header: str, early: Callable[[int], str], late: str) -> Path:
@@ -38,7 +38,7 @@ def existing_db(tmp_path: Path) -> Path:
     return db
 
 
-def assert_refused(proc, *needles: str) -> str:
+def assert_refused(proc: subprocess.CompletedProcess[str], *needles: str) -> str:
     """The load failed with one ``error:`` line holding every needle; returns the line."""
     assert proc.returncode != 0, proc.stdout
     lines = proc.stderr.strip().splitlines()
