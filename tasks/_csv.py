@@ -84,7 +84,27 @@ class CsvScan:
     sha256: str = ""
     max_line_bytes: int = DUCKDB_MIN_LINE
     mixed_line_ends: bool = False
+    first_data_line: int = 2
+    """Physical line where the first data record starts."""
+    multiline_rows: int = 0
+    """Records that span several lines (a line break inside a quoted field)."""
     warnings: list[str] = field(default_factory=list)
+
+    def line_of_row(self, path: Path, row: int) -> int:
+        """Physical line where data record ``row`` (1-based) of ``path``, the UTF-8 text read
+        by DuckDB, starts."""
+        if not self.multiline_rows:
+            return self.first_data_line + row - 1
+        old_limit = csv.field_size_limit(1 << 30)
+        try:
+            with open(path, encoding="utf-8-sig", newline="") as f:
+                reader = csv.reader(f, delimiter=self.delimiter, quotechar='"', strict=True)
+                next(reader)  # the header
+                for _ in range(row - 1):
+                    next(reader)
+                return reader.line_num + 1
+        finally:
+            csv.field_size_limit(old_limit)
 
 
 # --------------------------------------------------------------------------------------------
@@ -458,6 +478,7 @@ class _Checker:
         self.blank_count = 0
         self.max_record = 0
         self.multiline = 0  # records holding a line break inside a quoted field
+        self.header_end = 1  # physical line where the header record ends
 
     # -- fast path ------------------------------------------------------------------------
 
@@ -597,6 +618,7 @@ class _Checker:
             )
         if self.header is None:
             self._set_header(rec)
+            self.header_end = end
             return
         if len(rec) != self.ncols:
             where = f"line {start}" if start == end else f"lines {start}-{end}"
@@ -746,6 +768,8 @@ def _scan(
     scan.bytes = raw.total
     scan.sha256 = hasher.hexdigest()
     scan.mixed_line_ends = len(blocks.line_ends) > 1
+    scan.first_data_line = checker.header_end + 1
+    scan.multiline_rows = checker.multiline
     scan.max_line_bytes = max(
         DUCKDB_MIN_LINE, limits.max_field_bytes + 1024, 2 * checker.max_record + 1024
     )

@@ -1,9 +1,11 @@
 """DuckDB side of the loader: read a validated file into a table and tidy its columns.
 
 The loader first reads every file straight into its final table inside the load transaction,
-so DuckDB writes each table once. A failed statement aborts that transaction, so a read that
-needs a second attempt (a type detected from the 20,480-row sample that does not fit a later
-row, or mixed line endings) raises :class:`Reread` instead; the caller then rolls back and
+so DuckDB writes each table once. A CSV is read as text and each typed column converted and
+checked in the same statement, so that no value changes on the way in (see :func:`_typed`).
+A failed statement aborts that transaction, so a read that needs a second attempt (a type
+detected from the 20,480-row sample that does not hold a later value exactly, or mixed line
+endings) raises :class:`Reread` instead; the caller then rolls back and
 builds staging tables in an attached in-memory database in auto-commit mode, where such a read
 is retried, and copies the finished tables into the real database inside one transaction.
 
@@ -13,6 +15,7 @@ parameter.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -66,20 +69,193 @@ def duck_message(err: BaseException, limit: int = 200, path: Path | None = None)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _read_csv_sql(target: str, full_sample: bool) -> str:
-    """``CREATE TABLE target AS SELECT * FROM read_csv(?, ...)`` with pinned dialect options."""
+_DIALECT = (
+    "header = true, names = ?, delim = ?, quote = '\"', escape = '\"', comment = '', skip = 0, "
+    "strict_mode = ?, null_padding = false, ignore_errors = false, compression = 'none', "
+    "encoding = 'utf-8', max_line_size = ?"
+)
+_INEXACT = "drilldown: inexact value in column #"
+_INEXACT_COLUMN = re.compile(re.escape(_INEXACT) + r"(\d+)")
+_CHECK = "_drilldown_check"
+_INTEGER_TYPES = frozenset(
+    "TINYINT SMALLINT INTEGER BIGINT HUGEINT UTINYINT USMALLINT UINTEGER UBIGINT UHUGEINT".split()
+)
+_TYPE_NAME = re.compile(r"[A-Z][A-Z0-9_ ]*(\(\d+(, ?\d+)?\))?")
+_WITH_ZONE = r"[0-9]:[0-9]{2}(:[0-9]{2})?(\.[0-9]*)?\s*[^\s0-9:.]"
+"""A time of day followed by an offset or a zone name (``+05:00``, ``Z``, ``UTC``, ...)."""
+_NON_FINITE = r"(?i)[+-]?(inf|infinity|nan)"
+_ISO_DATE = "%Y-%m-%d"
+"""The format the sniffer reports for ISO dates, which a plain cast reads (faster than strptime)."""
+
+
+@dataclass(frozen=True)
+class _Typed:
+    """How one column's text becomes its type, and when that conversion is exact.
+
+    ``convert`` is SQL over ``{r}``, the raw text (NULL for an empty field); ``exact`` is SQL
+    over ``{r}`` and ``{c}``, the converted value, true when ``{c}`` stands for ``{r}`` exactly.
+    """
+
+    type: str
+    convert: str
+    exact: str
+    reason: str
+
+    def converted(self, raw: str) -> str:
+        """SQL converting the text in column ``raw``."""
+        return self.convert.replace("{r}", raw)
+
+    def is_exact(self, raw: str, converted: str | None = None) -> str:
+        """SQL, true when the text in column ``raw`` converts exactly, else false or NULL;
+        ``converted`` names a column that holds :meth:`converted` (None: convert again).
+
+        Not wrapped in ``coalesce``: as a CASE condition, DuckDB then evaluates the costly
+        parts of an OR only for the rows whose cheap part fails.
+        """
+        exact = self.exact.replace("{r}", raw)
+        return exact.replace("{c}", converted or f"({self.converted(raw)})")
+
+
+def _typed(
+    duck_type: str, date_format: str | None, timestamp_format: str | None
+) -> _Typed | None:
+    """The conversion of text to ``duck_type`` (as DuckDB's sniffer chose it) and its check;
+    None keeps the column as text (VARCHAR, or a type name this module does not recognise).
+
+    DuckDB's CSV reader converts text it cannot store exactly without a word (``30000.5``
+    becomes the BIGINT 30001, ``2024-01-05 10:30`` the DATE 2024-01-05, an offset is dropped
+    from a TIMESTAMP), so files are read as text and converted here, where every value is
+    checked. Text read with a detected date or timestamp format must match it whole.
+    """
+    t = duck_type.upper()
+    if t == "VARCHAR" or not _TYPE_NAME.fullmatch(t):
+        return None
+    fmt = timestamp_format if t.startswith("TIMESTAMP") else date_format
+    if fmt and fmt != _ISO_DATE and t in ("DATE", "TIMESTAMP", "TIMESTAMP WITH TIME ZONE"):
+        literal = "'" + fmt.replace("'", "''") + "'"
+        return _Typed(t, f"CAST(TRY_STRPTIME({{r}}, {literal}) AS {t})", "{c} IS NOT NULL", "")
+    if t in _INTEGER_TYPES:
+        return _Typed(
+            t,
+            f"TRY_CAST({{r}} AS {t})",
+            "{c} IS NOT NULL AND (NOT (contains({r}, '.') OR contains({r}, 'e') OR "
+            "contains({r}, 'E')) OR coalesce(TRY_CAST(trim({r}) AS DECIMAL(38,18)) = {c}, true))",
+            "not a whole number within its range",
+        )
+    if t in ("DOUBLE", "FLOAT"):
+        return _Typed(
+            t,
+            f"TRY_CAST({{r}} AS {t})",
+            f"{{c}} IS NOT NULL AND (isfinite({{c}}) OR "
+            f"regexp_full_match(trim({{r}}), '{_NON_FINITE}'))",
+            "beyond its range",
+        )
+    if t == "DATE":
+        return _Typed(
+            t,
+            "TRY_CAST({r} AS DATE)",
+            "{c} IS NOT NULL AND (NOT contains({r}, ':') OR "
+            "TRY_CAST(trim({r}) AS TIMESTAMP) = {c})",
+            "it has a time of day",
+        )
+    if t in ("TIMESTAMP", "TIME"):
+        return _Typed(
+            t,
+            f"TRY_CAST(trim({{r}}) AS {t})",
+            f"{{c}} IS NOT NULL AND NOT regexp_matches({{r}}, '{_WITH_ZONE}')",
+            "it has a time-zone offset or name, which the type would drop",
+        )
+    if t == "TIMESTAMP WITH TIME ZONE":
+        return _Typed(
+            t,
+            f"TRY_CAST(trim({{r}}) AS {t})",
+            f"{{c}} IS NOT NULL AND regexp_matches({{r}}, '{_WITH_ZONE}')",
+            "it has no time-zone offset, unlike the column's other values",
+        )
+    return _Typed(t, f"TRY_CAST({{r}} AS {t})", "{c} IS NOT NULL", "")
+
+
+Columns = list[tuple[str, _Typed | None]]
+"""Each column's name and conversion (None: text, kept as it is)."""
+
+
+def _sniff(con: duckdb.DuckDBPyConnection, params: list[object], full_sample: bool) -> Columns:
+    """Column types as DuckDB's sniffer detects them (from its sample, or from every row)."""
     sample = ", sample_size = -1" if full_sample else ""
+    row = con.execute(
+        f"SELECT Columns, DateFormat, TimestampFormat FROM sniff_csv(?, {_DIALECT}{sample})",
+        params,
+    ).fetchone()
+    assert row is not None
+    detected, date_format, timestamp_format = row
+    return [(c["name"], _typed(c["type"], date_format, timestamp_format)) for c in detected]
+
+
+def _read_csv_sql(target: str, columns: Columns) -> str:
+    """``CREATE TABLE target AS ...``: the file read as text with pinned dialect options, each
+    typed column converted and checked; an inexact value stops the statement with
+    ``error()`` naming the column's position."""
+    inner: list[str] = []
+    outer: list[str] = []
+    for i, (name, typed) in enumerate(columns):
+        inner.append(f"{q(name)} AS r{i}")
+        if typed is None:
+            outer.append(f"r{i} AS {q(name)}")
+            continue
+        inner.append(f"{typed.converted(q(name))} AS c{i}")
+        outer.append(
+            f"CASE WHEN r{i} IS NULL THEN NULL WHEN {typed.is_exact(f'r{i}', f'c{i}')} THEN c{i} "
+            f"ELSE error('{_INEXACT}{i}') END AS {q(name)}"
+        )
     return (
-        f"CREATE TABLE {target} AS SELECT * FROM read_csv(?, header = true, names = ?, "
-        "delim = ?, quote = '\"', escape = '\"', comment = '', skip = 0, strict_mode = ?, "
-        "null_padding = false, ignore_errors = false, compression = 'none', "
-        f"encoding = 'utf-8', max_line_size = ?{sample})"
+        f"CREATE TABLE {target} AS SELECT {', '.join(outer)} FROM (SELECT {', '.join(inner)} "
+        f"FROM read_csv(?, {_DIALECT}, all_varchar = true))"
     )
+
+
+def _inexact_column(err: duckdb.Error, columns: Columns) -> str | None:
+    """The column an ``error()`` of :func:`_read_csv_sql` names, None for other errors."""
+    m = _INEXACT_COLUMN.search(str(err))
+    return columns[int(m.group(1))][0] if m and int(m.group(1)) < len(columns) else None
+
+
+def _first_inexact(
+    con: duckdb.DuckDBPyConnection, params: list[object], columns: Columns
+) -> tuple[int, str, _Typed, str] | None:
+    """``(data row, column, conversion, raw text)`` of the first value that does not convert
+    exactly, in file order (a scratch table's row ids keep it); None when there is none."""
+    typed = [(i, name, t) for i, (name, t) in enumerate(columns) if t is not None]
+    if not typed:
+        return None
+    keep = ", ".join(f"{q(name)} AS r{i}" for i, name, _ in typed)
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE {_CHECK} AS SELECT {keep} "
+        f"FROM read_csv(?, {_DIALECT}, all_varchar = true)",
+        params,
+    )
+    try:
+        bad = [
+            (i, f"(r{i} IS NOT NULL AND NOT coalesce({t.is_exact(f'r{i}')}, false))")
+            for i, _, t in typed
+        ]
+        which = " ".join(f"WHEN {b} THEN {i}" for i, b in bad)
+        raw = " ".join(f"WHEN {b} THEN r{i}" for i, b in bad)
+        row = con.execute(
+            f"SELECT rowid, CASE {which} END, CASE {raw} END FROM temp.{_CHECK} "
+            f"WHERE {' OR '.join(b for _, b in bad)} ORDER BY rowid LIMIT 1"
+        ).fetchone()
+    finally:
+        con.execute(f"DROP TABLE IF EXISTS temp.{_CHECK}")
+    if row is None:
+        return None
+    name, conversion = columns[row[1]]
+    assert conversion is not None
+    return int(row[0]) + 1, name, conversion, str(row[2])
 
 
 _SAMPLE_WARNING = (
     "column types detected from every row (a value after the 20,480-row sample did not fit "
-    "the sampled type)"
+    "the sampled type{where} exactly)"
 )
 _LENIENT_WARNING = (
     "mixed line endings; DuckDB read the file in lenient mode (every record was checked in "
@@ -118,11 +294,14 @@ def stage_csv(
 ) -> list[str]:
     """Read a validated CSV into ``target`` (a quoted ``schema.table``); returns warnings.
 
-    Type detection uses DuckDB's sample first; when a later row does not fit the sampled type
-    (ConversionException), the table is read again with ``sample_size=-1``. DuckDB's strict
-    mode refuses files with mixed line endings; those (and only those, as seen by the Python
-    pass) are read again with ``strict_mode=false``; the field counts were already checked
-    record by record and the row count is reconciled by the caller.
+    Types come from DuckDB's sniffer over its sample first. Every value of a typed column is
+    converted from its text and checked (see :func:`_typed`); when one after the sample does
+    not fit its type exactly, the table is read again with types detected from every row
+    (``sample_size=-1``), so ``30000.5`` in a column of whole numbers makes it DOUBLE. A value
+    that still does not fit fails the load, naming its line. DuckDB's strict mode refuses
+    files with mixed line endings; those (and only those, as seen by the Python pass) are read
+    again with ``strict_mode=false``; the field counts were already checked record by record
+    and the row count is reconciled by the caller.
 
     Args:
         retry: False inside a transaction, where a failed statement cannot be retried: a read
@@ -131,23 +310,49 @@ def stage_csv(
     """
     plan = ReadPlan() if plan is None else replace(plan, warnings=list(plan.warnings))
     for _ in range(3):
-        params = [str(path), names, scan.delimiter, plan.strict, scan.max_line_bytes]
+        params: list[object] = [str(path), names, scan.delimiter, plan.strict, scan.max_line_bytes]
+        columns: Columns = []
         try:
-            con.execute(_read_csv_sql(target, plan.full_sample), params)
+            columns = _sniff(con, params, plan.full_sample)
+            con.execute(_read_csv_sql(target, columns), params)
             return plan.warnings
-        except duckdb.ConversionException as e:
-            if plan.full_sample:
-                raise _read_error(scan, path, e) from None
-            plan.full_sample = True
-            plan.warnings.append(_SAMPLE_WARNING)
         except duckdb.Error as e:
-            if not (plan.strict and scan.mixed_line_ends and "sniffing" in str(e)):
+            column = _inexact_column(e, columns)
+            if column is not None or isinstance(e, duckdb.ConversionException):
+                if plan.full_sample:
+                    raise _inexact_error(con, scan, path, params, columns, e) from None
+                plan.full_sample = True
+                where = f" of column {column}" if column else ""
+                plan.warnings.append(_SAMPLE_WARNING.format(where=where))
+            elif plan.strict and scan.mixed_line_ends and "sniffing" in str(e):
+                plan.strict = False
+                plan.warnings.append(_LENIENT_WARNING)
+            else:
                 raise _read_error(scan, path, e) from None
-            plan.strict = False
-            plan.warnings.append(_LENIENT_WARNING)
         if not retry:
             raise Reread(plan)
     raise LoadError(f"{scan.source.name}: DuckDB could not read the file")
+
+
+def _inexact_error(
+    con: duckdb.DuckDBPyConnection,
+    scan: CsvScan,
+    path: Path,
+    params: list[object],
+    columns: Columns,
+    err: duckdb.Error,
+) -> LoadError:
+    """The error for a value that fits no type DuckDB detects from every row, naming its line."""
+    found = _first_inexact(con, params, columns)
+    if found is None:
+        return _read_error(scan, path, err)
+    row, column, conversion, raw = found
+    why = f" ({conversion.reason})" if conversion.reason else ""
+    return LoadError(
+        f"{scan.source.name} line {scan.line_of_row(path, row)}: value {short(raw, 40)} in "
+        f"column {column} cannot be stored exactly as {conversion.type}, the type detected "
+        f"from all its values{why}; nothing was loaded"
+    )
 
 
 def _read_error(scan: CsvScan, path: Path, err: duckdb.Error) -> LoadError:

@@ -5,9 +5,9 @@ Every file is validated completely in Python before the database is opened for w
 transaction, reconciled against the Python row count, and committed together with their
 catalogue records and profiles. When a read needs a second attempt (see :mod:`tasks._duck`),
 that transaction is rolled back and the files are read into in-memory staging tables first and
-copied into the database in one transaction. Any error rolls everything back: the database
-file is left as it was (or removed, if this call created it). A table is never partially
-loaded.
+copied into the database in one transaction. All of this happens in a copy of the database
+file, which replaces the file only after the commit: any error leaves the file byte for byte as
+it was (or absent, if it did not exist). A table is never partially loaded.
 """
 
 from __future__ import annotations
@@ -472,32 +472,104 @@ def _load_staged(
 
 
 def _write(inputs: list[_Input], db: Path, opts: LoadOptions, tmpdir: Path) -> None:
-    """Open the database, load what changed and commit it all, or leave the file untouched."""
-    existed = db.exists()
-    con = _connect(db)
-    done = False
+    """Load what changed into a copy of the database and put the copy in its place once all of
+    it has committed; on any failure the file is left exactly as it was.
+
+    Rolling back in place is not enough: the blocks a large transaction wrote stay in the file
+    after a rollback, so it would come out bigger. The original stays open, holding DuckDB's
+    writer lock, until the copy has replaced it.
+    """
+    target = db.resolve()  # a symlinked database is replaced where it lives
+    if not target.parent.is_dir():
+        raise LoadError(
+            f"database {db.name}: folder {target.parent} does not exist", code="database_error"
+        )
+    original = _connect(target) if target.exists() else None
     try:
-        _decide(con, inputs)
+        if original is not None:
+            _decide(original, inputs)
         todo = [item for item in inputs if item.status != "unchanged"]
         if todo:
-            try:
-                _load_direct(con, todo, opts, tmpdir)
-            except Reread:
-                _rollback(con)
-                _load_staged(con, todo, opts, tmpdir)
-        done = True
+            _load_into_copy(original, target, todo, opts, tmpdir)
     except duckdb.Error as e:
         raise LoadError(
             f"database {db.name}: load failed, nothing was changed: {duck_message(e)}",
             code="database_error",
         ) from None
+    except OSError as e:
+        raise LoadError(
+            f"database {db.name}: load failed, nothing was changed: {e.strerror or e}",
+            code="database_error",
+        ) from None
     finally:
-        if not done:
-            _rollback(con)
-        con.close()
-        if not done and not existed:
-            for leftover in (db, db.with_name(db.name + ".wal")):
-                leftover.unlink(missing_ok=True)
+        if original is not None:
+            original.close()
+
+
+def _load_into_copy(
+    original: duckdb.DuckDBPyConnection | None,
+    target: Path,
+    todo: list[_Input],
+    opts: LoadOptions,
+    tmpdir: Path,
+) -> None:
+    """Copy ``target`` (when it exists) into a scratch folder beside it, load ``todo`` into the
+    copy and move the copy over ``target``; the scratch folder goes in every case."""
+    scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}.loading-", dir=target.parent))
+    try:
+        work = scratch / target.name
+        if original is not None:
+            if _wal(target).exists():
+                original.execute("CHECKPOINT")  # fold a leftover log into the file first
+            shutil.copyfile(target, work)
+            shutil.copymode(target, work)
+        con = _connect(work)
+        try:
+            try:
+                _load_direct(con, todo, opts, tmpdir)
+            except Reread:
+                _rollback(con)
+                _load_staged(con, todo, opts, tmpdir)
+            con.execute("CHECKPOINT")
+        finally:
+            con.close()
+        _swap(work, target, replace=original is not None)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _wal(db: Path) -> Path:
+    """DuckDB's write-ahead log of ``db``."""
+    return db.with_name(db.name + ".wal")
+
+
+def _swap(work: Path, target: Path, *, replace: bool) -> None:
+    """Move the loaded copy to ``target`` in one rename, over the original when ``replace``,
+    else only if no other process has created ``target`` meanwhile."""
+    if _wal(work).exists() or (replace and _wal(target).exists()):
+        raise LoadError(
+            f"database {target.name}: a write-ahead log was left after the load; nothing was "
+            "changed",
+            code="database_error",
+        )
+    if replace:
+        os.replace(work, target)
+    else:
+        try:
+            os.link(work, target)
+        except FileExistsError:
+            raise LoadError(
+                f"database {target.name} was created by another process during the load; "
+                "nothing was loaded",
+                code="database_error",
+            ) from None
+        except OSError:  # a file system without hard links
+            os.replace(work, target)
+    directory = os.open(target.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
 
 
 def _rollback(con: duckdb.DuckDBPyConnection) -> None:

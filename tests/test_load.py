@@ -374,6 +374,12 @@ def test_failure_in_second_file_leaves_no_table_new_db(tmp_path: Path) -> None:
     assert not db.exists() and not Path(str(db) + ".wal").exists()
 
 
+def test_database_in_a_missing_folder(tmp_path: Path) -> None:
+    with pytest.raises(LoadError, match="folder .* does not exist") as err:
+        load_files([write(tmp_path / "s.csv", SALES)], tmp_path / "nope" / "db.duckdb")
+    assert err.value.code == "database_error" and not (tmp_path / "nope").exists()
+
+
 def test_failure_in_second_file_leaves_existing_db_unchanged(tmp_path: Path) -> None:
     db = tmp_path / "db.duckdb"
     load_files([write(tmp_path / "u.csv", USERS)], db)
