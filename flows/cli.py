@@ -24,6 +24,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+
 def fail(message: str, code: int = 1) -> NoReturn:
     """Print a one-line error to stderr and exit."""
     typer.echo(f"error: {printable(' '.join(message.split()))}", err=True)

@@ -116,9 +116,7 @@ class _Typed:
         return exact.replace("{c}", converted or f"({self.converted(raw)})")
 
 
-def _typed(
-    duck_type: str, date_format: str | None, timestamp_format: str | None
-) -> _Typed | None:
+def _typed(duck_type: str, date_format: str | None, timestamp_format: str | None) -> _Typed | None:
     """The conversion of text to ``duck_type`` (as DuckDB's sniffer chose it) and its check;
     None keeps the column as text (VARCHAR, or a type name this module does not recognise).
 

@@ -298,6 +298,7 @@ def daily_series(
 
 # --- drawing -------------------------------------------------------------------------------------
 
+
 def segment_label(seg: dict[str, Any]) -> str:
     """``platform = ios, app_version = 5.2`` as plain text (``Everything`` for ``{}``)."""
     if not seg:

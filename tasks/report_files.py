@@ -104,6 +104,7 @@ def charts_markdown(paths: Iterable[Path | str]) -> str:
 
 # --- text --------------------------------------------------------------------------------------
 
+
 def h(value: Any, limit: int = 120) -> str:
     """Data or model text as inert HTML: one line, capped, hidden characters shown as escapes,
     addresses defanged, HTML-escaped."""

@@ -22,7 +22,12 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 START = date(2024, 3, 18)
-CHANNELS = {"organic": (1500, 0.11), "search": (900, 0.08), "social": (500, 0.025), "email": (350, 0.16)}
+CHANNELS = {
+    "organic": (1500, 0.11),
+    "search": (900, 0.08),
+    "social": (500, 0.025),
+    "email": (350, 0.16),
+}
 PLATFORMS = {"ios": (0.4, 1.1), "android": (0.45, 0.95), "web": (0.15, 0.9)}
 PLANS = {"free": (0.75, 0.9), "pro": (0.25, 1.3)}
 COUNTRIES = {"US": (0.5, 1.05), "GB": (0.3, 1.0), "DE": (0.2, 0.9)}

@@ -348,7 +348,9 @@ class _Sql:
             aggs += [exp.alias_(_filtered_sum(_col(x), p), f"{x}{suffix}") for x in sums]
             aggs.append(exp.alias_(_filtered_sum(exp.Literal.number(1), p), f"cells{suffix}"))
             aggs += [
-                exp.alias_(_filtered_sum(exp.Mul(this=_col(a), expression=_col(b)), p), f"{v}{suffix}")
+                exp.alias_(
+                    _filtered_sum(exp.Mul(this=_col(a), expression=_col(b)), p), f"{v}{suffix}"
+                )
                 for v, a, b in squares
             ]
         return (

@@ -1052,11 +1052,15 @@ def _non_finite(scope: _Scope) -> list[DataQualityIssue]:
                 message=message,
                 severity="warning",
                 column=col.ref,
-                period="comparison" if per_period["comparison"] >= per_period["baseline"]
+                period="comparison"
+                if per_period["comparison"] >= per_period["baseline"]
                 else "baseline",
                 details=details,
                 evidence=_evidence(
-                    scope, "non_finite_values", out, {"columns": [c.ref for c in columns]},
+                    scope,
+                    "non_finite_values",
+                    out,
+                    {"columns": [c.ref for c in columns]},
                     column=col.ref,
                 ),
             )

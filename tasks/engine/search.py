@@ -236,7 +236,9 @@ def additive_leaves(leaf: dict[str, np.ndarray], days: tuple[float, float] | Non
     zero = np.zeros_like(b)
     V = _day_variance(leaf, days, zero, zero) if days else None
     if V is not None:
-        V = _day_variance({**leaf, "vnb": leaf["vnb"] * overall**2, "nb": b * overall}, days, zero, zero)
+        V = _day_variance(
+            {**leaf, "vnb": leaf["vnb"] * overall**2, "nb": b * overall}, days, zero, zero
+        )
     phi = _dispersion(r, P, b + c)
     if V is not None:
         phi = _day_dispersion(V, P, leaf, b + c, phi)
@@ -268,8 +270,14 @@ def ratio_leaves(
     V = None
     if days:
         # the baseline's part enters the model scaled to the comparison's denominator
-        scaled = {**leaf, "nb": nb * scale, "db": db * scale, "vnb": leaf.get("vnb", 0) * scale**2,
-                  "vdb": leaf.get("vdb", 0) * scale**2, "vndb": leaf.get("vndb", 0) * scale**2}
+        scaled = {
+            **leaf,
+            "nb": nb * scale,
+            "db": db * scale,
+            "vnb": leaf.get("vnb", 0) * scale**2,
+            "vdb": leaf.get("vdb", 0) * scale**2,
+            "vndb": leaf.get("vndb", 0) * scale**2,
+        }
         V = _day_variance(scaled, days, rb, rc)
     phi = _dispersion(r, P, f + nc)
     if V is not None:
