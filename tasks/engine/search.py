@@ -233,12 +233,11 @@ def additive_leaves(leaf: dict[str, np.ndarray], days: tuple[float, float] | Non
     overall = c.sum() / b.sum() if b.sum() > 0 else 1.0
     P = _floor(leaf["qnc"] + overall**2 * leaf["qnb"])
     r = c - b * overall
-    zero = np.zeros_like(b)
-    V = _day_variance(leaf, days, zero, zero) if days else None
-    if V is not None:
-        V = _day_variance(
-            {**leaf, "vnb": leaf["vnb"] * overall**2, "nb": b * overall}, days, zero, zero
-        )
+    V = None
+    if days and "vnb" in leaf:
+        # the baseline enters the residual scaled by the overall factor
+        scaled = {**leaf, "vnb": leaf["vnb"] * overall**2, "nb": b * overall}
+        V = _day_variance(scaled, days, np.zeros_like(b), np.zeros_like(b))
     phi = _dispersion(r, P, b + c)
     if V is not None:
         phi = _day_dispersion(V, P, leaf, b + c, phi)
@@ -481,8 +480,9 @@ def _climb(
 
     ``best`` fits its own leaves best, but when the parent's other part (parent minus ``best``)
     also moved beyond the noise (a one-sided test at ``alpha``, in the pick's direction) and by
-    at least :data:`CLIMB_SHARE` of its log factor, the change is not confined to ``best``: the parent is
-    the cause and ``best`` only its largest piece. The parent whose rest moved most clearly wins.
+    at least :data:`CLIMB_SHARE` of its log factor, the change is not confined to ``best``: the
+    parent is the cause and ``best`` only its largest piece. The parent whose rest moved most
+    clearly wins.
     """
     depth = cube.seg_mask.sum(axis=1)
     while depth[best] > 1:
