@@ -487,17 +487,24 @@ def _climb(
     depth = cube.seg_mask.sum(axis=1)
     while depth[best] > 1:
         parents = np.flatnonzero(ancestors(cube, best) & (depth == depth[best] - 1) & open_)
-        if parents.size == 0 or FS[best] <= 0 or VS[best] <= 0:
+        if parents.size == 0 or VS[best] <= 0:
             return best
-        log_best = np.log(VS[best] / FS[best])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if FS[best] > 0:
+                log_best = np.full(parents.size, np.log(VS[best] / FS[best]))
+            else:
+                # a pick with nothing before has no finite factor of its own: the rest is
+                # measured against the factor its parent as a whole would be fitted with
+                log_best = np.log(np.where(FS[parents] > 0, VS[parents] / FS[parents], np.nan))
         V, F = VS[parents] - VS[best], FS[parents] - FS[best]
         P = np.maximum(PS[parents] - PS[best], 1e-300)
         z = (V - F) / np.sqrt(P)
         with np.errstate(divide="ignore", invalid="ignore"):
             log_rest = np.log(np.where((F > 0) & (V > 0), V / F, np.nan))
+            share = np.where(log_best != 0, log_rest / log_best, np.nan)
         # a planned, one-sided test (the direction is the pick's), not a search over segments
-        ok = z * np.sign(log_best) >= stats.norm.isf(alpha)
-        ok &= np.nan_to_num(log_rest / log_best if log_best else 0.0) >= CLIMB_SHARE
+        ok = z * np.sign(np.nan_to_num(log_best)) >= stats.norm.isf(alpha)
+        ok &= np.nan_to_num(share) >= CLIMB_SHARE
         if not ok.any():
             return best
         best = int(parents[ok][np.argmax(np.abs(z[ok]))])
