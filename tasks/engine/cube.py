@@ -339,13 +339,13 @@ class _Sql:
             .group_by(*[_col(k) for k in keys])
         )
         sums = ["n", "qn", "rows", *(["d", "qd", "qnd"] if self.has_denominator else [])]
-        # days with rows ("cells"): a leaf of one row per day is pre-aggregated data
         squares = [("vn", "n", "n")]
         if self.has_denominator:
             squares += [("vd", "d", "d"), ("vnd", "n", "d")]
         aggs: list[exp.Expression] = []
         for p, suffix in ((0, "b"), (1, "c")):
             aggs += [exp.alias_(_filtered_sum(_col(x), p), f"{x}{suffix}") for x in sums]
+            # days with rows ("cells"): a leaf of one row per day is pre-aggregated data
             aggs.append(exp.alias_(_filtered_sum(exp.Literal.number(1), p), f"cells{suffix}"))
             aggs += [
                 exp.alias_(
