@@ -303,7 +303,11 @@ def _others_table(
     if not shown:
         return []
     notes = [
-        f' <span class="muted">({RELATION[rel]} {segment_html(seg)})</span>' if rel and seg else ""
+        f' <span class="muted">({RELATION[rel]} {segment_html(seg)})</span>'
+        if rel and seg
+        else f' <span class="muted">({RELATION[rel]})</span>'
+        if rel
+        else ""
         for _, rel, seg in shown
     ]
     return _segment_table([dict(row) for row, _, _ in shown], ratio, notes)

@@ -637,3 +637,18 @@ def test_unreadable_database_leaves_out_only_the_timeseries(
     page = (tmp_path / "report.html").read_text(encoding="utf-8")
     assert "No per-day chart: the data could not be read" in page
     assert_inert(page, images=1)
+
+
+def test_movers_that_follow_from_the_root_causes_are_marked(
+    demo: dict[str, Any], page: str
+) -> None:
+    """The US fell with the release (its users run it): it is marked as following from the root
+    cause, in result.json, report.md and report.html, not shown as a mover of its own."""
+    r = demo["result"]
+    us = next(d for d in r["drivers"] if d["segment"] == {"country": "US"})
+    assert us["explained_by_root_causes"] is True
+    text = (demo["out"] / "report.md").read_text(encoding="utf-8")
+    assert "| country = US (follows from the root causes) |" in text
+    # a segment holding the cause says so instead
+    assert "| platform = ios (contains the root cause platform = ios" in text
+    assert '<b>country</b> = US <span class="muted">(follows from the root causes)</span>' in page

@@ -780,10 +780,20 @@ def _drivers(
     for j in order:
         i = int(idx[j])
         seg = _segment(cube, contrib, i, _adjusted(float(found.p[i]), found))
+        seg.explained_by_root_causes = _follows_from_causes(found, i)
         (with_ if c[j] > 0 else against).append(seg)
         if len(with_) >= MAX_DRIVERS and len(against) >= MAX_DRIVERS:
             break
     return with_[:MAX_DRIVERS], against[:MAX_DRIVERS]
+
+
+def _follows_from_causes(found: Search, i: int) -> bool:
+    """Segment ``i``'s move is within the noise once the picked causes are fitted."""
+    if found.fit is None or not any(p.seg != 0 for p in found.picks):
+        return False
+    vs, fs, ps = found.fit
+    crit = float(found.seg_crit[i]) if found.seg_crit is not None else found.z_crit
+    return bool(abs(vs[i] - fs[i]) / math.sqrt(max(float(ps[i]), 1e-300)) < crit)
 
 
 def _verify(ctx: ToolContext, q: Question, c: Segment) -> None:

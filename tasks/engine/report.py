@@ -98,8 +98,9 @@ def other_movers(
     Rows are ``result.json`` segments (``segment``, ``aliases``, ``contribution``). A root cause
     itself is left out, and so is a part of one that moved its way (it is the cause, seen in
     part); a part that moved against its cause comes back as ``("part", cause segment)``, a
-    segment holding a root cause as ``("contains", cause segment)``, others as ``(None,
-    None)``. Names are compared under every alias, so a tied column hides no relation.
+    segment holding a root cause as ``("contains", cause segment)``, one whose move the root
+    causes account for as ``("explained", None)``, others as ``(None, None)``. Names are
+    compared under every alias, so a tied column hides no relation.
     """
     out: list[tuple[Mapping[str, Any], str | None, dict[str, Any] | None]] = []
     for row in rows:
@@ -116,6 +117,8 @@ def other_movers(
                 break
             if any(m < t for m in mine for t in theirs):
                 relation = ("contains", c["segment"])
+        if relation[0] is None and row.get("explained_by_root_causes"):
+            relation = ("explained", None)
         if relation[0] != "same":
             out.append((row, *relation))
     return out
@@ -133,7 +136,11 @@ def reported_name(segment: dict[str, Any], reported: Sequence[Mapping[str, Any]]
     return next((dict(r["segment"]) for r in reported if mine & _name_sets(r)), segment)
 
 
-RELATION = {"part": "part of root cause", "contains": "contains the root cause"}
+RELATION = {
+    "part": "part of root cause",
+    "contains": "contains the root cause",
+    "explained": "follows from the root causes",
+}
 
 
 @dataclass(frozen=True)
@@ -223,7 +230,12 @@ def _others_table(rows: list[Segment], causes: list[Segment], ratio: bool, limit
         return []
     by_id = {id(d): s for d, s in zip(dumped, rows, strict=True)}
     notes = [
-        f" ({RELATION[rel]} {segment_text(seg)})" if rel and seg else "" for _, rel, seg in shown
+        f" ({RELATION[rel]} {segment_text(seg)})"
+        if rel and seg
+        else f" ({RELATION[rel]})"
+        if rel
+        else ""
+        for _, rel, seg in shown
     ]
     return _table([by_id[id(d)] for d, _, _ in shown], ratio, notes)
 

@@ -75,6 +75,11 @@ class Segment(BaseModel):
         default=None, description="A data defect in this segment's days, and what it explains."
     )
     evidence: Evidence | None = None
+    explained_by_root_causes: bool = Field(
+        default=False,
+        description="Drivers and offsetting segments: within the noise once the root causes are "
+        "fitted (a consequence of them, not a mover of its own).",
+    )
 
 
 class DataQualityIssue(BaseModel):
