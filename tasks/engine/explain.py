@@ -28,6 +28,7 @@ from tasks.engine.result import (
     Segment,
 )
 from tasks.engine.search import (
+    Leaves,
     Search,
     additive_leaves,
     ancestors,
@@ -108,13 +109,11 @@ class Analysis:
         }
         explained = False
         if key not in named and found.fit is not None:
-            vs, fs, ps = found.fit
-            sd = math.sqrt(max(float(ps[i]), 1e-300))
-            crit = float(found.seg_crit[i]) if found.seg_crit is not None else found.z_crit
-            explained = abs(vs[i] - fs[i]) / sd < crit
+            explained = _within_fit(found, i)
+            vs, fs, _ = found.fit
             if self.explanation.global_shift is not None and fs[0] > 0:
                 # an even shift reported from what the causes left: scale the fit by it
-                explained |= abs(vs[i] - fs[i] * vs[0] / fs[0]) / sd < crit
+                explained |= _within_fit(found, i, float(vs[0] / fs[0]))
         return SegmentTest(
             segment=self.cube.segment_dict(i),
             contribution=c,
@@ -188,20 +187,20 @@ def _explain(ctx: ToolContext, q: Question) -> Analysis:
     if q.max_depth is None:
         q = q.model_copy(update={"max_depth": cube_mod.auto_depth(ctx, q, search_dims)})
     cube = build_cube(ctx, q, search_dims)
-    if cube.days is not None:
+    series = daily_series(ctx, q)[0] if q.periods.by_dates else None
+    if cube.days is not None and series is not None:
         # a leaf's day-to-day spread is measured over the days the table has rows for: days
         # missing from the whole table (a gap, data that ends early) are a data-quality matter,
         # not noise
-        series, _, _ = daily_series(ctx, q)
         present = tuple(float(series[w]["present"].sum()) for w in ("baseline", "comparison"))
         cube.days = present  # type: ignore[assignment]
     totals = _totals(ctx, q, cube)
-    change = _significance(ctx, q, cube, totals)
     leaves = (
         ratio_leaves(cube.leaf, cube.total, cube.days)
         if kind == "ratio"
         else additive_leaves(cube.leaf, cube.days)
     )
+    change = _significance(q, totals, series, leaves)
     if kind == "distinct":
         # a distinct count is a count: its noise is never below the count itself (the row
         # level of counts), then scaled by how often one value is counted in several leaves
@@ -365,14 +364,17 @@ def _totals(ctx: ToolContext, q: Question, cube: Cube) -> dict[str, float | None
 
 
 def _significance(
-    ctx: ToolContext, q: Question, cube: Cube, totals: dict[str, float | None]
+    q: Question,
+    totals: dict[str, float | None],
+    series: dict[str, Any] | None,
+    leaves: Leaves,
 ) -> Change:
-    """Is the overall move outside the noise? Per-day variation when there are days."""
+    """Is the overall move outside the noise? Per-day variation when there are days (``series``,
+    from :func:`daily_series`), else the leaves' quasi-Poisson noise."""
     b, c = totals["baseline"], totals["comparison"]
     absolute = c - b if b is not None and c is not None else None
     relative = absolute / abs(b) if absolute is not None and b else None
-    if q.periods.by_dates:
-        series, _, _ = daily_series(ctx, q)
+    if series is not None:
         xb, xc = _daily_values(q, series["baseline"]), _daily_values(q, series["comparison"])
         if len(xb) >= 3 and len(xc) >= 3:
             # identical daily differences make scipy warn of precision loss; the result is
@@ -393,11 +395,6 @@ def _significance(
                 p_value=p,
                 method=method,
             )
-    leaves = (
-        ratio_leaves(cube.leaf, cube.total, cube.days)
-        if q.metric.kind == "ratio"
-        else additive_leaves(cube.leaf, cube.days)
-    )
     resid = float(leaves.v.sum() - leaves.f.sum())
     var = float((leaves.phi * leaves.P).sum())
     z = resid / math.sqrt(var) if var > 0 else (0.0 if resid == 0 else math.inf)
@@ -789,11 +786,17 @@ def _drivers(
 
 def _follows_from_causes(found: Search, i: int) -> bool:
     """Segment ``i``'s move is within the noise once the picked causes are fitted."""
-    if found.fit is None or not any(p.seg != 0 for p in found.picks):
+    return any(p.seg != 0 for p in found.picks) and _within_fit(found, i)
+
+
+def _within_fit(found: Search, i: int, scale: float = 1.0) -> bool:
+    """Segment ``i`` is within its bound once the picks are fitted (the fit scaled by ``scale``,
+    for an even shift on top of them)."""
+    if found.fit is None:
         return False
     vs, fs, ps = found.fit
     crit = float(found.seg_crit[i]) if found.seg_crit is not None else found.z_crit
-    return bool(abs(vs[i] - fs[i]) / math.sqrt(max(float(ps[i]), 1e-300)) < crit)
+    return bool(abs(vs[i] - fs[i] * scale) / math.sqrt(max(float(ps[i]), 1e-300)) < crit)
 
 
 def _verify(ctx: ToolContext, q: Question, c: Segment) -> None:

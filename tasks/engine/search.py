@@ -125,9 +125,7 @@ def _dispersion(r: np.ndarray, P: np.ndarray, size: np.ndarray | None = None) ->
         return out
     ratio = np.where(ok, r**2 / np.where(ok, P, 1.0), np.nan)
     cut = float(stats.chi2.isf(0.05 / int(ok.sum()), 1))
-    n_bins = int(min(10, max(1, ok.sum() // 30)))
-    edges = np.quantile(size[ok], np.linspace(0, 1, n_bins + 1)[1:-1]) if n_bins > 1 else []
-    bins = np.searchsorted(edges, size, side="right")
+    bins, n_bins = _size_bins(size, ok)
     overall = max(_pearson(ratio[ok], cut), 1e-12)
     for k in range(n_bins):
         sel = ok & (bins == k)
@@ -135,6 +133,14 @@ def _dispersion(r: np.ndarray, P: np.ndarray, size: np.ndarray | None = None) ->
         # a bin of mostly unchanged leaves must not make the others look infinitely precise
         out[bins == k] = max(phi, 0.1 * overall)
     return out
+
+
+def _size_bins(size: np.ndarray, ok: np.ndarray) -> tuple[np.ndarray, int]:
+    """Each leaf's bin among up to ten of equal count by size (at least 30 ``ok`` leaves a bin),
+    and the number of bins."""
+    n_bins = int(min(10, max(1, ok.sum() // 30)))
+    edges = np.quantile(size[ok], np.linspace(0, 1, n_bins + 1)[1:-1]) if n_bins > 1 else []
+    return np.searchsorted(edges, size, side="right"), n_bins
 
 
 def _pearson(ratio: np.ndarray, cut: float) -> float:
@@ -205,10 +211,7 @@ def _day_dispersion(
     dispersion of 1); pre-aggregated rows (one per leaf and day) have no row-level variance."""
     ok = P > 0
     out = np.ones_like(P)
-    n_bins = int(min(10, max(1, ok.sum() // 30)))
-    size = np.abs(size)
-    edges = np.quantile(size[ok], np.linspace(0, 1, n_bins + 1)[1:-1]) if n_bins > 1 else []
-    bins = np.searchsorted(edges, size, side="right")
+    bins, n_bins = _size_bins(np.abs(size), ok)
     for k in range(n_bins):
         sel = ok & (bins == k)
         if sel.any():
@@ -413,7 +416,7 @@ def search(
             # cutting across it would otherwise pass for causes on that scatter alone
             rest = ~explained
             R_rest = groups.sums(v - f, n_seg, where=rest)
-            P_rest = groups.sums(leaves.P * leaves.phi, n_seg, where=rest)
+            P_rest = groups.sums(w, n_seg, where=rest)
             z_rest = R_rest / np.sqrt(np.maximum(P_rest, 1e-300))
             cand &= np.abs(z_rest) >= threshold
         if not cand.any():
