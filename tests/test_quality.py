@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import date, timedelta
@@ -145,7 +146,10 @@ def _to_timestamp(r: Row) -> Row:
 
 
 def pattern(name: str) -> ModuleType:
-    """A scenario generator, ``data/scenarios/pattern_<name>.py``, as a module."""
+    """A scenario generator, ``data/scenarios/pattern_<name>.py``, as a module (its folder on
+    the import path, as when it runs as a script: it uses ``generate.py``'s helpers)."""
+    if str(SCENARIOS) not in sys.path:
+        sys.path.insert(0, str(SCENARIOS))
     spec = importlib.util.spec_from_file_location(
         f"pattern_{name}", SCENARIOS / f"pattern_{name}.py"
     )

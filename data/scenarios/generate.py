@@ -476,12 +476,22 @@ def csv_text(header: list[str], rows: Iterable[list]) -> str:
     return buf.getvalue()
 
 
-def write_gzip(path: Path, text: str) -> None:
-    with (
-        open(path, "wb") as raw,
-        gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=9, mtime=0) as gz,
-    ):
+def gzip_bytes(text: str) -> bytes:
+    """``text`` gzipped the same way every run (zero timestamp, no file name)."""
+    raw = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=9, mtime=0) as gz:
         gz.write(text.encode("utf-8"))
+    return raw.getvalue()
+
+
+def write_gzip(path: Path, text: str) -> None:
+    path.write_bytes(gzip_bytes(text))
+
+
+def write_expected(folder: Path, facts: dict) -> None:
+    """``folder/expected.json``: the scenario's question and what was planted."""
+    text = json.dumps(facts, indent=2, ensure_ascii=False) + "\n"
+    (folder / "expected.json").write_text(text, encoding="utf-8")
 
 
 def expected(sc: Scenario, facts: dict) -> dict:
@@ -523,8 +533,7 @@ def generate(sc: Scenario, out: Path) -> dict:
         ),
         encoding="utf-8",
     )
-    text = json.dumps(expected(sc, facts), indent=2, ensure_ascii=False) + "\n"
-    (folder / "expected.json").write_text(text, encoding="utf-8")
+    write_expected(folder, expected(sc, facts))
     return facts
 
 

@@ -20,16 +20,14 @@ and no file name, so every run writes the same bytes.
 
 from __future__ import annotations
 
-import csv
-import gzip
-import io
-import json
 import math
 import random
 import sys
 from collections.abc import Iterable
 from datetime import date, timedelta
 from pathlib import Path
+
+from generate import csv_text, gzip_bytes, write_expected
 
 NAME = "event_rows"
 HERE = Path(__file__).resolve().parent
@@ -73,14 +71,7 @@ def rows(
 
 
 def csv_bytes(data: list[list]) -> bytes:
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(COLUMNS)
-    w.writerows(data)
-    raw = io.BytesIO()
-    with gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=9, mtime=0) as gz:
-        gz.write(buf.getvalue().encode("utf-8"))
-    return raw.getvalue()
+    return gzip_bytes(csv_text(COLUMNS, data))
 
 
 def purchases(data: list[list], lo: date, hi: date, platform: str | None = None) -> int:
@@ -135,8 +126,7 @@ def write(out: Path) -> dict:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "events.csv.gz").write_bytes(csv_bytes(data))
     facts = expected(data)
-    text = json.dumps(facts, indent=2, ensure_ascii=False) + "\n"
-    (folder / "expected.json").write_text(text, encoding="utf-8")
+    write_expected(folder, facts)
     return facts
 
 

@@ -11,14 +11,12 @@ are consequences. Standard library only, seeded, gzip without a timestamp.
 
 from __future__ import annotations
 
-import csv
-import gzip
-import io
-import json
 import random
 import sys
 from datetime import date, timedelta
 from pathlib import Path
+
+from generate import csv_text, write_expected, write_gzip
 
 HERE = Path(__file__).resolve().parent
 START = date(2024, 3, 18)
@@ -60,14 +58,8 @@ def main(argv: list[str]) -> int:
                 country, c_lift = _pick(rng, COUNTRIES)
                 bought = 1 if rng.random() < rate * p_lift * q_lift * c_lift else 0
                 rows.append([day.isoformat(), channel, platform, plan, country, 1, bought])
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["date", "channel", "platform", "plan", "country", "sessions", "purchases"])
-    w.writerows(rows)
-    raw = io.BytesIO()
-    with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz:
-        gz.write(buf.getvalue().encode())
-    (out / "events.csv.gz").write_bytes(raw.getvalue())
+    header = ["date", "channel", "platform", "plan", "country", "sessions", "purchases"]
+    write_gzip(out / "events.csv.gz", csv_text(header, rows))
     expected = {
         "scenario": "mix_channel",
         "generator": Path(__file__).name,
@@ -88,7 +80,7 @@ def main(argv: list[str]) -> int:
         "planted": {"channels": {k: list(v) for k, v in CHANNELS.items()}, "campaign": CAMPAIGN},
         "realized": {"rows": len(rows)},
     }
-    (out / "expected.json").write_text(json.dumps(expected, indent=2) + "\n")
+    write_expected(out, expected)
     return 0
 
 

@@ -18,14 +18,12 @@ timestamp, so the bytes are the same on every run.
 
 from __future__ import annotations
 
-import csv
-import gzip
-import io
-import json
 import random
 import sys
 from datetime import date, timedelta
 from pathlib import Path
+
+from generate import csv_text, write_expected, write_gzip
 
 HERE = Path(__file__).resolve().parent
 START = date(2024, 3, 18)
@@ -40,14 +38,7 @@ def _days() -> list[date]:
 
 def _write(folder: Path, header: list[str], rows: list[list], expected: dict) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(header)
-    w.writerows(rows)
-    raw = io.BytesIO()
-    with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz:
-        gz.write(buf.getvalue().encode())
-    (folder / "events.csv.gz").write_bytes(raw.getvalue())
+    write_gzip(folder / "events.csv.gz", csv_text(header, rows))
     expected = {
         "scenario": folder.name,
         "generator": Path(__file__).name,
@@ -68,7 +59,7 @@ def _write(folder: Path, header: list[str], rows: list[list], expected: dict) ->
     }
     expected["significant"] = bool(expected["root_causes"])
     expected["realized"] = {"rows": len(rows)}
-    (folder / "expected.json").write_text(json.dumps(expected, indent=2) + "\n")
+    write_expected(folder, expected)
 
 
 def uneven_drop(out: Path) -> None:

@@ -21,7 +21,6 @@ timestamp), and the helpers of ``generate.py`` in this folder, so every run writ
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import sys
 from collections import defaultdict
@@ -43,6 +42,7 @@ from generate import (
     pick,
     poisson,
     seg_key,
+    write_expected,
     write_gzip,
 )
 
@@ -211,8 +211,7 @@ def generate(out: Path) -> dict:
         csv_text(["user_id", "country", "plan"], ([u.user_id, u.country, u.plan] for u in users)),
         encoding="utf-8",
     )
-    text = json.dumps(expected(facts), indent=2, ensure_ascii=False) + "\n"
-    (folder / "expected.json").write_text(text, encoding="utf-8")
+    write_expected(folder, expected(facts))
     return facts
 
 
