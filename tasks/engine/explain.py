@@ -188,17 +188,18 @@ def _explain(ctx: ToolContext, q: Question) -> Analysis:
         q = q.model_copy(update={"max_depth": cube_mod.auto_depth(ctx, q, search_dims)})
     cube = build_cube(ctx, q, search_dims)
     series = daily_series(ctx, q)[0] if q.periods.by_dates else None
+    days = None
     if cube.days is not None and series is not None:
         # a leaf's day-to-day spread is measured over the days the table has rows for: days
         # missing from the whole table (a gap, data that ends early) are a data-quality matter,
         # not noise
-        present = tuple(float(series[w]["present"].sum()) for w in ("baseline", "comparison"))
-        cube.days = present  # type: ignore[assignment]
+        b, c = (float(series[w]["present"].sum()) for w in ("baseline", "comparison"))
+        days = (b, c)
     totals = _totals(ctx, q, cube)
     leaves = (
-        ratio_leaves(cube.leaf, cube.total, cube.days)
+        ratio_leaves(cube.leaf, cube.total, days)
         if kind == "ratio"
-        else additive_leaves(cube.leaf, cube.days)
+        else additive_leaves(cube.leaf, days)
     )
     change = _significance(q, totals, series, leaves)
     if kind == "distinct":
