@@ -202,7 +202,7 @@ def _stats(explanation: Any) -> dict[str, Any] | None:
 
 def load_case(case: Case, workdir: Path) -> tuple[Path, int]:
     """Load a case's CSV into ``workdir/case.duckdb`` as table ``cube``; ``(db, rows)``."""
-    from tasks.load import LoadOptions, load_files
+    from tasks.ingest.load import LoadOptions, load_files
 
     suffix = ".csv.gz" if case.csv.name.endswith(".gz") else ".csv"
     link = workdir / f"{TABLE}{suffix}"
@@ -533,7 +533,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit("no cases found")
     # Import the loader and the engine once here, not in every forked child.
     import tasks.engine.spec  # noqa: F401
-    import tasks.load  # noqa: F401
+    import tasks.ingest.load  # noqa: F401
 
     predict = resolve_predictor(args.predictor)
     facts = machine_facts("pydantic", "prefect")

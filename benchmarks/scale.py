@@ -15,7 +15,7 @@ its one child (``getrusage(RUSAGE_CHILDREN).ru_maxrss``):
 * ``product``: ``drilldown investigate <data> --metric "sum(revenue)" --time-column date
   --baseline ... --comparison ... --offline --out <fresh dir>``, the command a user runs (load +
   explain + report). Checks that the planted cause is the first root cause of ``result.json``.
-* ``api``: the same through the library, timed in parts: ``tasks.load.load_files`` into a fresh
+* ``api``: the same through the library, timed in parts: ``tasks.ingest.load.load_files`` into a fresh
   DuckDB file, then ``tasks.engine.explain_change`` (all dimensions, engine defaults).
 * ``wisepizza``: ``wise_pizza.explain_changes_in_totals`` (lasso, ``how="totals"``,
   ``max_depth=2``) on the same rows: pandas reads both CSVs, joins users, keeps the two weeks and
@@ -319,7 +319,7 @@ def drilldown_command(explicit: str | None) -> list[str]:
     if beside.is_file():
         return [str(beside)]
     found = shutil.which("drilldown")
-    return [found] if found else [sys.executable, "-m", "flows.cli"]
+    return [found] if found else [sys.executable, "-m", "drilldown.cli"]
 
 
 def run_product(data: Path, work: Path, drilldown: list[str], timeout: float) -> dict[str, Any]:
@@ -395,7 +395,7 @@ def child_api(
     from sql_tools._context import Limits, ToolContext
     from tasks.engine import explain_change
     from tasks.engine.spec import Aggregate, DateRange, Metric, Periods, Question
-    from tasks.load import load_files
+    from tasks.ingest.load import load_files
 
     db = work / f"api_{data.name}.duckdb"
     for p in (db, db.with_name(db.name + ".wal")):

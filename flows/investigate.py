@@ -1,41 +1,69 @@
 """The ``investigate`` flow: load -> decompose -> recall -> hypothesize -> investigate each
 hypothesis (concurrently) -> gate -> report -> remember.
 
-Run as a Prefect flow (``prefect deployment run investigate/default``, or ``drilldown investigate
---prefect``) every step is a task with its retry and cache policy, runs show up in the UI with a
-progress artifact, the report as a markdown artifact and the findings as a table artifact.
-Called as a plain function (``investigate.fn(...)``, what ``drilldown investigate`` does without
-a Prefect server) the same steps run in-process without Prefect's engine.
+:func:`investigation` is the one place these steps are composed. The flow ``investigate`` runs it
+(``prefect deployment run investigate/default``, or ``drilldown investigate --prefect``): every
+step is then a Prefect task (:mod:`flows.steps`) with its retry and cache policy, runs show up in
+the UI with a progress artifact, the report as a markdown artifact and the findings as a table
+artifact. ``drilldown investigate`` without a Prefect server calls :func:`investigation` itself:
+the same composition, each step's plain function in-process.
+
+The steps share one :class:`~tasks.run.Run` (the database, the question, the data's identity and
+the run's one read-only connection), handed from step to step and closed at the end.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
+import hashlib
 import os
-import sys
-from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from prefect import flow
+from pydantic import BaseModel, ConfigDict
 
+from flows import steps
 from sql_tools.output import printable
-from tasks import (
-    decompose,
-    gate,
-    hypothesize,
-    load,
-    persist,
-    report,
-    storage,
-)
-from tasks import (
-    investigate as investigate_mod,
-)
+from tasks.agent.steps import unavailable
+from tasks.ingest import storage
+from tasks.run import Progress, Run, data_hash, fingerprint_hash, stderr_line
 
-Progress = Callable[[int, int, dict[str, Any]], None]
-_PROGRESS: dict[str, Progress] = {}
+
+class Request(BaseModel):
+    """What to investigate: the flow's parameters (see :func:`investigate`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    data: list[str]
+    metric: str
+    baseline: str
+    comparison: str
+    table: str | None = None
+    time_column: str | None = None
+    period_column: str | None = None
+    grain: str | None = None
+    dimensions: list[str] | None = None
+    filters: list[str] | None = None
+    out: str = "drilldown-out"
+    db: str | None = None
+    offline: bool = False
+    model: str | None = None
+    remember: bool = True
+    max_depth: int | None = None
+    min_support: float | None = None
+    metrics_file: str | None = None
+    source: str | None = None
+
+    def question(self) -> dict[str, Any]:
+        """The question's arguments, as the engine's parser takes them."""
+        return {
+            "metric": self.metric, "table": self.table, "time_column": self.time_column,
+            "period_column": self.period_column, "baseline": self.baseline,
+            "comparison": self.comparison, "grain": self.grain, "dimensions": self.dimensions,
+            "filters": list(self.filters or []), "max_depth": self.max_depth,
+            "min_support": self.min_support, "metrics_file": self.metrics_file,
+        }  # fmt: skip
 
 
 @flow(name="investigate")
@@ -65,46 +93,54 @@ def investigate(
     result.json, report.md and the evidence ledger into ``out``. Without ANTHROPIC_API_KEY, or
     with ``offline``, the offline planner investigates. ``source`` names where the data comes
     from, so that investigations of its later versions share memory with this one."""
-    offline = offline or not os.environ.get("ANTHROPIC_API_KEY")
-    source = _source_name(source)
-    db = _load(data, db, out)
-    qargs = {
-        "metric": metric, "table": table, "time_column": time_column,
-        "period_column": period_column, "baseline": baseline, "comparison": comparison,
-        "grain": grain, "dimensions": dimensions, "filters": filters or [],
-        "max_depth": max_depth, "min_support": min_support, "metrics_file": metrics_file,
-    }  # fmt: skip
-    try:
-        h = decompose.data_hash(db)
-        if metrics_file:  # a named metric's definition is part of what is cached on
-            h = decompose.fingerprint_hash({"data": h, "metrics": _file_hash(metrics_file)})
-        explanation = _step(decompose, "decompose", db, qargs, h)
-        history = (
-            _step(persist, "recall_history", db, qargs, explanation, source) if remember else None
+    return investigation(
+        Request(
+            data=data, metric=metric, baseline=baseline, comparison=comparison, table=table,
+            time_column=time_column, period_column=period_column, grain=grain,
+            dimensions=dimensions, filters=filters, out=out, db=db, offline=offline,
+            model=model, remember=remember, max_depth=max_depth, min_support=min_support,
+            metrics_file=metrics_file, source=source,
         )
+    )  # fmt: skip
+
+
+def investigation(
+    req: Request, progress: Progress | None = None, *, client: Any = None, config: Any = None
+) -> dict[str, Any]:
+    """The investigation's steps, composed: as Prefect tasks inside a flow run, as plain
+    functions otherwise. ``progress`` is called as each hypothesis completes; ``client`` and
+    ``config`` set the run's Claude client and agent settings (default: from the environment).
+    Returns the run's summary (out, db, run id, change, root causes, hypotheses, paths)."""
+    offline = req.offline or (client is None and not os.environ.get("ANTHROPIC_API_KEY"))
+    source = _source_name(req.source)
+    db = _load(req.data, req.db, req.out)
+    data = data_hash(db)
+    if req.metrics_file:  # a named metric's definition is part of what is cached on
+        data = fingerprint_hash({"data": data, "metrics": _file_hash(req.metrics_file)})
+    run = Run(db, req.question(), data, source=source, say=_say, progress=progress,
+              client=client, config=config)  # fmt: skip
+    with run:
+        explanation = _call(steps.decompose, run)
+        history = _call(steps.recall_history, run, explanation) if req.remember else None
         if history and history.get("warning"):
             _say(f"warning: {history['warning']}")
         elif history and history["similar"]:
             _say(f"{len(history['similar'])} similar past investigation(s) found")
-        planned = _step(hypothesize, "hypothesize", db, qargs, h, offline, model, history)
-        _say(f"investigating {len(planned['planned'])} hypotheses ({_who(planned, model)})")
-        runs = _map_hypotheses(db, qargs, h, planned["planned"], offline, model)
-        result = _assemble(explanation, planned, runs, history, model)
-        result["findings"] = _step(gate, "verify_findings", db, qargs, result["findings"])
+        planned = _call(steps.hypothesize, run, offline, req.model, history)
+        _say(f"investigating {len(planned['planned'])} hypotheses ({_who(run, planned, req)})")
+        runs = _map_hypotheses(run, planned["planned"], offline, req.model)
+        result = _assemble(run, explanation, planned, runs, history, req.model)
+        result["findings"] = _call(steps.verify_findings, run, result["findings"])
         entries = [e for r in runs for e in r["entries"]]
-        written = _step(report, "write_report", out, db, result, entries)
+        written = _call(steps.write_report, run, req.out, result, entries)
         _artifacts(written["report_md"], result)
         saved = None
-        if remember:
-            saved = _step(
-                persist, "remember", db, qargs, result, entries, written["report_md"], source
-            )
+        if req.remember:
+            saved = _call(steps.remember, run, result, entries, written["report_md"])
             if saved.get("warning"):
                 _say(f"warning: {saved['warning']}")
-    finally:
-        decompose.release(db)
     return {
-        "out": out,
+        "out": req.out,
         "db": db,
         "run_id": saved["run_id"] if saved else None,
         "change": result["change"],
@@ -114,16 +150,20 @@ def investigate(
     }
 
 
+def _call(step: Any, *args: Any) -> Any:
+    """A step: its Prefect task inside a flow run, its plain function otherwise."""
+    return step(*args) if _in_flow() else step.fn(*args)
+
+
 def _say(message: str) -> None:
     """A progress line (hidden characters escaped): the run logger in a flow run, standard
     error otherwise."""
-    message = printable(message)
     if _in_flow():
         from prefect.logging import get_run_logger
 
-        get_run_logger().info(message)
+        get_run_logger().info(printable(message))
     else:
-        print(message, file=sys.stderr)
+        stderr_line(message)
 
 
 def _source_name(source: str | None) -> str | None:
@@ -137,20 +177,18 @@ def _source_name(source: str | None) -> str | None:
 
 
 def _file_hash(path: str) -> str:
-    import hashlib
-
     try:
         return hashlib.sha256(Path(path).read_bytes()).hexdigest()
     except OSError:
         return "unreadable"  # build_question reports the file itself
 
 
-def _who(planned: dict[str, Any], model: str | None) -> str:
+def _who(run: Run, planned: dict[str, Any], req: Request) -> str:
     if planned["mode"] == "offline":
         return "offline planner"
-    from tasks.agent.config import AgentConfig
+    from tasks.agent.steps import agent_config
 
-    return AgentConfig.from_env(model=model).model
+    return agent_config(run, req.model).model
 
 
 def _in_flow() -> bool:
@@ -159,44 +197,37 @@ def _in_flow() -> bool:
     return FlowRunContext.get() is not None
 
 
-def _step(module: ModuleType, name: str, *args: Any) -> Any:
-    """A unit of work: its Prefect task inside a flow run, its plain function otherwise."""
-    if _in_flow():
-        return getattr(module, f"{name}_task")(*args)
-    return getattr(module, name)(*args)
-
-
 def _load(data: list[str], db: str | None, out: str) -> str:
     Path(out).mkdir(parents=True, exist_ok=True)
     local = storage.local_paths(data, Path(out) / "uploads", say=_say)
     if len(local) == 1 and local[0].endswith(".duckdb") and db is None:
         return local[0]
     target = db or str(Path(out) / "data.duckdb")
-    loaded = load.load(local, target) if _in_flow() else load.load_files(local, target)
+    loaded = _call(steps.load, local, target)
     for t in loaded.tables:
         _say(f"{t.status:9} {t.table}: {t.rows:,} rows")
     return target
 
 
 def _map_hypotheses(
-    db: str, qargs: dict[str, Any], h: str, items: list[dict[str, Any]], offline: bool,
-    model: str | None,
-) -> list[dict[str, Any]]:  # fmt: skip
+    run: Run, items: list[dict[str, Any]], offline: bool, model: str | None
+) -> list[dict[str, Any]]:
     """Every hypothesis investigated, concurrently; progress reported as each one completes."""
-    tracker = _Tracker(len(items))
+    tracker = _Tracker(len(items), run.progress)
     if _in_flow():
         from prefect.futures import as_completed
         from prefect.utilities.annotations import unmapped
 
-        task = investigate_mod.investigate_hypothesis_task
-        futures = task.map(
-            unmapped(db), unmapped(qargs), unmapped(h), items, unmapped(offline), unmapped(model)
+        futures = steps.investigate_hypothesis.map(
+            unmapped(run), items, unmapped(offline), unmapped(model)
         )
         return _collect(futures, as_completed(futures), items, tracker)
-    with cf.ThreadPoolExecutor(max_workers=1 if offline else 4) as pool:
+    from tasks.agent.steps import agent_config
+
+    workers = 1 if offline else agent_config(run, model).concurrency
+    with cf.ThreadPoolExecutor(max_workers=workers) as pool:
         futures = [
-            pool.submit(investigate_mod.investigate_hypothesis, db, qargs, h, it, offline, model)
-            for it in items
+            pool.submit(steps.investigate_hypothesis.fn, run, it, offline, model) for it in items
         ]
         return _collect(futures, cf.as_completed(futures), items, tracker)
 
@@ -211,17 +242,17 @@ def _collect(
         try:
             done[i] = fut.result()
         except Exception as exc:  # one failed hypothesis never loses the others
-            done[i] = investigate_mod.unavailable(items[i], f"{type(exc).__name__}: {exc}")
+            done[i] = unavailable(items[i], f"{type(exc).__name__}: {exc}")
         tracker.done(done[i])
     return [done[i] for i in range(len(items))]
 
 
 class _Tracker:
-    """Progress as hypotheses complete: a Prefect progress artifact in a run, and the CLI's
-    callback (registered in ``_PROGRESS``) when there is one."""
+    """Progress as hypotheses complete: a Prefect progress artifact in a run, and the run's
+    ``progress`` callback when it has one."""
 
-    def __init__(self, total: int) -> None:
-        self.total, self.n, self.artifact = total, 0, None
+    def __init__(self, total: int, progress: Progress | None) -> None:
+        self.total, self.n, self.artifact, self.progress = total, 0, None, progress
         if _in_flow():
             from prefect.artifacts import create_progress_artifact
 
@@ -235,11 +266,16 @@ class _Tracker:
             from prefect.artifacts import update_progress_artifact
 
             update_progress_artifact(self.artifact, progress=100.0 * self.n / max(self.total, 1))
-        for callback in _PROGRESS.values():
-            callback(self.n, self.total, run)
+        if self.progress is not None:
+            self.progress(self.n, self.total, run)
+        else:
+            o = run["outcome"]
+            _say(f"  [{self.n}/{self.total}] {o['hypothesis']['id']} {o['status']:12} "
+                 f"{o['hypothesis']['title']}")  # fmt: skip
 
 
 def _assemble(
+    run: Run,
     explanation: dict[str, Any],
     planned: dict[str, Any],
     runs: list[dict[str, Any]],
@@ -247,11 +283,11 @@ def _assemble(
     model: str | None,
 ) -> dict[str, Any]:
     """result.json: the engine's answer plus hypotheses, findings, history and agent stats."""
-    from tasks.agent.config import AgentConfig
     from tasks.agent.models import Usage
     from tasks.agent.run import HypothesisRun, combine, result_sections
+    from tasks.agent.steps import agent_config
 
-    config = AgentConfig.from_env(model=model)
+    config = agent_config(run, model)
     combined, ledger = combine(
         [HypothesisRun.model_validate(r) for r in runs],
         client_used=planned["mode"] == "claude",

@@ -27,7 +27,9 @@ import yaml
 from prefect import flow
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from tasks.storage import local_paths, storage_url
+from flows import steps
+from tasks.ingest.storage import local_paths, storage_url
+from tasks.run import Run, data_hash, question_of
 
 STATE_FILE = "weekly-review-state.json"
 ARTIFACT_KEY = "weekly-review"
@@ -83,37 +85,33 @@ def weekly_review(
     (default: today, UTC) against the week before; investigate the ones that moved."""
     from prefect.logging import get_run_logger
 
-    from tasks import decompose, load
-
     review = read_review(metrics_file, out, period_days)
     baseline, comparison = review_periods(as_of or datetime.now(UTC).date(), review.config)
     summary = _summary(review, baseline, comparison, out)
     db = str(Path(out) / "data.duckdb")
     files = local_paths(review.data, Path(out) / "uploads", say=get_run_logger().info)
-    load.load(files, db)
-    try:
-        h = decompose.data_hash(db)
-        questions = {m: question_args(review, m, baseline, comparison) for m in review.metrics}
-        latest = latest_dates(db, questions)
-        if all(d.day is None or d.day < comparison[1] for d in latest.values()):
-            return _skip(summary, no_new_data(latest, comparison))
-        state = read_state(out)
-        if not force and already_reviewed(state, summary["week"], h, review.digest):
-            return _skip(summary, f"week {summary['week']} was already reviewed on this data")
-        for name, qargs in questions.items():
-            day = latest[name].day
-            row = {"metric": name, "latest_date": _iso(day)}
-            summary["metrics"].append(row)
-            if day is None or day < comparison[1]:
-                row.update(moved=False, reason=f"no data through {comparison[1]}")
-                continue
-            explanation = decompose.decompose_task(db, qargs, h)
-            row.update(measurement(explanation, review.config))
-            if row["moved"]:
-                target = Path(out) / name / summary["week"]
-                row["investigation"] = _investigate(review, files, qargs, target, offline, remember)
-    finally:
-        decompose.release(db)
+    steps.load(files, db)
+    h = data_hash(db)
+    questions = {m: question_args(review, m, baseline, comparison) for m in review.metrics}
+    latest = latest_dates(db, questions)
+    if all(d.day is None or d.day < comparison[1] for d in latest.values()):
+        return _skip(summary, no_new_data(latest, comparison))
+    state = read_state(out)
+    if not force and already_reviewed(state, summary["week"], h, review.digest):
+        return _skip(summary, f"week {summary['week']} was already reviewed on this data")
+    for name, qargs in questions.items():
+        day = latest[name].day
+        row = {"metric": name, "latest_date": _iso(day)}
+        summary["metrics"].append(row)
+        if day is None or day < comparison[1]:
+            row.update(moved=False, reason=f"no data through {comparison[1]}")
+            continue
+        with Run(db, qargs, h) as run:
+            explanation = steps.decompose(run)
+        row.update(measurement(explanation, review.config))
+        if row["moved"]:
+            target = Path(out) / name / summary["week"]
+            row["investigation"] = _investigate(review, files, qargs, target, offline, remember)
     return _finish(summary, state, h, review.digest)
 
 
@@ -224,8 +222,7 @@ class Latest(NamedTuple):
 def latest_dates(db: str, questions: dict[str, dict[str, Any]]) -> dict[str, Latest]:
     """The last day with data for each metric: in its table, on its time column, among the
     rows its filters keep (``country=US`` has no new data when only other countries arrived)."""
-    from sql_tools import ToolContext, call
-    from tasks.decompose import question_of
+    from sql_tools import SQL_TOOLS, ToolContext
 
     out: dict[str, Latest] = {}
     with ToolContext(db) as ctx:
@@ -236,7 +233,7 @@ def latest_dates(db: str, questions: dict[str, dict[str, Any]]) -> dict[str, Lat
                 "measures": [{"agg": "max", "column": q.periods.time_column}],
                 "filters": [f.model_dump(mode="json") for f in q.metric.filters],
             }
-            res = call(ctx, "metric_aggregate", args)
+            res = SQL_TOOLS.call(ctx, "metric_aggregate", args)
             value = next(iter(res.rows[0].values()), None) if res.rows else None  # type: ignore[attr-defined]
             day = None if value is None else date.fromisoformat(str(value)[:10])
             out[name] = Latest(day, bool(q.metric.filters))
@@ -407,7 +404,7 @@ def _finish(
 
 def render_summary(summary: dict[str, Any]) -> str:
     """The summary as Markdown (segment values from the data are escaped)."""
-    from tasks.engine.report import esc, fmt, segment_text
+    from tasks.report.markdown import esc, fmt, segment_text
 
     head = (
         f"# Weekly review: week of {summary['week']}\n\n"

@@ -1,19 +1,20 @@
-"""Restricted, read-only SQL tools over a loaded DuckDB file: the only road to the data."""
+"""Restricted, read-only SQL tools over a loaded DuckDB file: the only road to the data.
+
+This package imports nothing of the product's other packages (see ``tests/test_layout.py``).
+"""
 
 from sql_tools._context import Limits, ToolContext
 from sql_tools._errors import QueryRejected, QueryTimeout, SqlToolError, ToolInputError
-from sql_tools.registry import TOOLS, ToolSpec, anthropic_tools, call, dispatch
+from sql_tools.registry import SQL_TOOLS, Registry, ToolSpec
 
 __all__ = [
-    "TOOLS",
+    "SQL_TOOLS",
     "Limits",
     "QueryRejected",
     "QueryTimeout",
+    "Registry",
     "SqlToolError",
     "ToolContext",
     "ToolInputError",
     "ToolSpec",
-    "anthropic_tools",
-    "call",
-    "dispatch",
 ]

@@ -1,8 +1,10 @@
-"""The tool registry: one ordered tuple of tools, their Anthropic definitions, and dispatch.
+"""The tool registry: an ordered tuple of tools, their Anthropic definitions, and dispatch.
 
-The same registry serves the CLI (``drilldown tool``), the agent loop and the MCP server.
-Definitions are generated from each tool's pydantic input model; table and column parameters
-become enums of the names that exist in the open database.
+:data:`SQL_TOOLS` holds this package's SQL tools. Layers above extend it with tools of their
+own (the engine's ``metric_explain_change``, see :mod:`tasks.tools`); that registry serves the
+CLI (``drilldown tool``), the agent loop and the MCP server. Definitions are generated from each
+tool's pydantic input model; table and column parameters become enums of the names that exist
+in the open database.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from sql_tools._errors import SqlToolError, ToolInputError, one_line, short
 from sql_tools.aggregate import AggregateInput, aggregate
 from sql_tools.compare_periods import ComparePeriodsInput, compare_periods
 from sql_tools.describe import DescribeInput, describe
-from sql_tools.explain import ExplainChangeInput, explain
 from sql_tools.output import shallow
 from sql_tools.sample import SampleInput, sample
 
@@ -43,16 +44,6 @@ class ToolSpec:
     def summary(self) -> str:
         """The first sentence of the description."""
         return " ".join(self.description.split()).split(". ")[0].rstrip(".") + "."
-
-
-TOOLS: tuple[ToolSpec, ...] = (
-    ToolSpec("metric_describe", DescribeInput, describe),
-    ToolSpec("metric_sample", SampleInput, sample),
-    ToolSpec("metric_aggregate", AggregateInput, aggregate),
-    ToolSpec("metric_compare_periods", ComparePeriodsInput, compare_periods),
-    ToolSpec("metric_explain_change", ExplainChangeInput, explain),
-)
-_BY_NAME = {t.name: t for t in TOOLS}
 
 
 def input_schema(spec: ToolSpec, ctx: ToolContext | None = None) -> dict[str, Any]:
@@ -89,14 +80,6 @@ def _set_enum(node: dict[str, Any], names: list[str]) -> None:
                 _set_enum(option, names)
 
 
-def anthropic_tools(ctx: ToolContext | None = None) -> list[dict[str, Any]]:
-    """The ``tools=[...]`` parameter for ``client.messages.create``."""
-    return [
-        {"name": t.name, "description": t.description, "input_schema": input_schema(t, ctx)}
-        for t in TOOLS
-    ]
-
-
 _CODE_BY_PYDANTIC = {
     "extra_forbidden": "invalid_arguments",
     "literal_error": "invalid_operator",
@@ -127,20 +110,55 @@ def validation_error(exc: ValidationError) -> ToolInputError:
     return ToolInputError(msg, code=code, field=where)
 
 
-def spec_for(name: Any) -> ToolSpec | None:
-    """The tool called ``name``; the short form without the ``metric_`` namespace also resolves."""
-    if not isinstance(name, str):
-        return None
-    return _BY_NAME.get(name) or _BY_NAME.get(f"metric_{name}")
+class Registry:
+    """An ordered set of tools: their definitions for a model, and validated calls."""
+
+    def __init__(self, tools: tuple[ToolSpec, ...]) -> None:
+        self.tools = tools
+        self._by_name = {t.name: t for t in tools}
+        if len(self._by_name) != len(tools):
+            raise ValueError("tool names must be unique")
+
+    def extended(self, *more: ToolSpec) -> Registry:
+        """This registry's tools followed by ``more``."""
+        return Registry(self.tools + more)
+
+    def anthropic_tools(self, ctx: ToolContext | None = None) -> list[dict[str, Any]]:
+        """The ``tools=[...]`` parameter for ``client.messages.create``."""
+        return [
+            {"name": t.name, "description": t.description, "input_schema": input_schema(t, ctx)}
+            for t in self.tools
+        ]
+
+    def spec_for(self, name: Any) -> ToolSpec | None:
+        """The tool called ``name``; the short form without the ``metric_`` namespace also
+        resolves."""
+        if not isinstance(name, str):
+            return None
+        return self._by_name.get(name) or self._by_name.get(f"metric_{name}")
+
+    def call(self, ctx: ToolContext, name: str, arguments: Any) -> BaseModel:
+        """Validate ``arguments`` and run tool ``name``; raises ``SqlToolError`` on bad input."""
+        spec = self.spec_for(name)
+        if spec is None:
+            raise ToolInputError(
+                f"unknown tool {short(name)}", code="unknown_tool", valid_values=list(self._by_name)
+            )
+        return run_tool(ctx, spec, arguments)
+
+    def dispatch(self, ctx: ToolContext, name: str, arguments: Any) -> tuple[bool, dict[str, Any]]:
+        """Run a tool call and return ``(is_error, payload)``, never raising for bad input.
+
+        ``payload`` is the result as JSON-safe data, or ``{"error": {"code", "message"}}``.
+        """
+        try:
+            return False, self.call(ctx, name, arguments).model_dump(mode="json")
+        except SqlToolError as exc:
+            return True, exc.to_dict()
 
 
-def call(ctx: ToolContext, name: str, arguments: Any) -> BaseModel:
-    """Validate ``arguments`` and run tool ``name``; raises ``SqlToolError`` on bad input."""
-    spec = spec_for(name)
-    if spec is None:
-        raise ToolInputError(
-            f"unknown tool {short(name)}", code="unknown_tool", valid_values=list(_BY_NAME)
-        )
+def run_tool(ctx: ToolContext, spec: ToolSpec, arguments: Any) -> BaseModel:
+    """Validate ``arguments`` (size, nesting, JSON, the input model), then run ``spec``."""
     if isinstance(arguments, str | bytes):
         text = arguments.decode("utf-8", "replace") if isinstance(arguments, bytes) else arguments
     else:
@@ -176,12 +194,12 @@ def _too_deep(ctx: ToolContext, depth: int | None) -> ToolInputError:
     )
 
 
-def dispatch(ctx: ToolContext, name: str, arguments: Any) -> tuple[bool, dict[str, Any]]:
-    """Run a tool call and return ``(is_error, payload)``, never raising for bad input.
-
-    ``payload`` is the result as JSON-safe data, or ``{"error": {"code", "message"}}``.
-    """
-    try:
-        return False, call(ctx, name, arguments).model_dump(mode="json")
-    except SqlToolError as exc:
-        return True, exc.to_dict()
+SQL_TOOLS = Registry(
+    (
+        ToolSpec("metric_describe", DescribeInput, describe),
+        ToolSpec("metric_sample", SampleInput, sample),
+        ToolSpec("metric_aggregate", AggregateInput, aggregate),
+        ToolSpec("metric_compare_periods", ComparePeriodsInput, compare_periods),
+    )
+)
+"""The SQL tools: describe, sample, aggregate, compare periods."""

@@ -1,1 +1,13 @@
-"""Units of work: strict loading, profiling (plain functions plus Prefect tasks)."""
+"""The units of work, one folder per concern; plain Python (no Prefect inside: the flows wrap
+these in tasks). From the bottom up, each may import the ones before it and ``sql_tools``:
+
+- ``ingest/``: files into DuckDB, strictly (CSV checks, types, profiles, Supabase Storage).
+- ``engine/``: measure a change, test it, find the segments that caused it; the engine as a tool.
+- ``tools.py``: the product's tool registry (the SQL tools plus the engine's tool).
+- ``run.py``: one investigation's state, handed from step to step.
+- ``agent/``, ``report/``, ``store/``: hypotheses and their investigation; result.json, report
+  and charts; the memory of past investigations. None of the three imports another's modules
+  except ``agent`` and ``report`` reading the engine's result models.
+
+``tests/test_layout.py`` holds these rules.
+"""

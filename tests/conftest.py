@@ -32,7 +32,7 @@ def file_digest(path: Path) -> str:
 @pytest.fixture
 def make_db(tmp_path: Path) -> Callable[..., Path]:
     """Build a database with the real loader from named CSV texts or files in tests/data."""
-    from tasks.load import load_files
+    from tasks.ingest.load import load_files
 
     def build(*names: str, db_name: str = "test.duckdb", **texts: str) -> Path:
         src = tmp_path / "src"
@@ -55,7 +55,7 @@ def make_db(tmp_path: Path) -> Callable[..., Path]:
 @pytest.fixture(scope="session")
 def shop_db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """sales (fact) + customers (dimension, joined by customer_id) + visits (timestamps)."""
-    from tasks.load import load_files
+    from tasks.ingest.load import load_files
 
     root = tmp_path_factory.mktemp("shop")
     paths = []

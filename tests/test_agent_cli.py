@@ -163,7 +163,7 @@ def investigate_with_model(
         }
         proc = subprocess.run(
             [
-                sys.executable, "-m", "flows.cli", "investigate", *data, *question,
+                sys.executable, "-m", "drilldown.cli", "investigate", *data, *question,
                 "--out", str(out),
             ],
             capture_output=True,

@@ -17,8 +17,9 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from sql_tools import Limits, QueryRejected, SqlToolError, ToolContext, dispatch
+from sql_tools import Limits, QueryRejected, SqlToolError, ToolContext
 from sql_tools.catalog import ensure_catalog
+from tasks.tools import dispatch
 from tests.conftest import file_digest
 
 F1 = """day,region,product,revenue,orders
@@ -43,7 +44,7 @@ leak_tbl = pa.table({"k": ["sk-ant-api03-CANARY-7Q2"]})
 
 @pytest.fixture(scope="module")
 def f1_db(tmp_path_factory) -> Path:
-    from tasks.load import load_files
+    from tasks.ingest.load import load_files
 
     root = tmp_path_factory.mktemp("f1")
     (root / "data.csv").write_text(F1)
@@ -561,7 +562,7 @@ CSV_REFUSED = [
 
 @pytest.fixture
 def existing_db(tmp_path):
-    from tasks.load import load_files
+    from tasks.ingest.load import load_files
 
     (tmp_path / "data.csv").write_text(F1)
     db = tmp_path / "existing.duckdb"
@@ -574,7 +575,7 @@ def test_csv_hostile_upload_is_refused_and_changes_nothing(
     existing_db, tmp_path, case, raw, fragments
 ):
     from sql_tools import SqlToolError
-    from tasks.load import LoadOptions, load_files
+    from tasks.ingest.load import LoadOptions, load_files
 
     upload = tmp_path / "upload.csv"
     upload.write_bytes(raw)
@@ -592,7 +593,7 @@ def test_csv_hostile_upload_is_refused_and_changes_nothing(
 
 
 def _load_one(tmp_path, raw: bytes, **options):
-    from tasks.load import LoadOptions, load_files
+    from tasks.ingest.load import LoadOptions, load_files
 
     upload = tmp_path / "upload.csv"
     upload.write_bytes(raw)

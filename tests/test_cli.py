@@ -21,7 +21,7 @@ WEEK_BEFORE = {"start": "2024-03-18", "end": "2024-03-24"}
 def drilldown(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
     return subprocess.run(
-        [sys.executable, "-m", "flows.cli", *args],
+        [sys.executable, "-m", "drilldown.cli", *args],
         capture_output=True,
         text=True,
         input=stdin,

@@ -11,7 +11,7 @@ import pytest
 from sql_tools._context import ToolContext
 from tasks.engine.explain import analyze
 from tasks.engine.parse import build_question
-from tasks.load import LoadOptions, load_files
+from tasks.ingest.load import LoadOptions, load_files
 
 START = date(2024, 3, 18)
 

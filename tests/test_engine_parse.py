@@ -43,7 +43,7 @@ def _schema(db: Path) -> Schema:
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Schema:
     """events (date, user_id, platform, app_version, country, sessions, purchases, revenue)
     joined to users (user_id, plan, signup_channel, signup_date)."""
-    from tasks.load import load_files
+    from tasks.ingest.load import load_files
 
     root = tmp_path_factory.mktemp("demo")
     paths = [shutil.copy(DEMO / n, root / n) for n in ("events.csv", "users.csv")]
@@ -54,7 +54,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Schema:
 @pytest.fixture(scope="module")
 def misc(tmp_path_factory: pytest.TempPathFactory) -> Schema:
     """facts (three date/timestamp columns, a boolean), clicks (one timestamp), plain (no dates)."""
-    from tasks.load import load_files
+    from tasks.ingest.load import load_files
 
     root = tmp_path_factory.mktemp("misc")
     texts = {

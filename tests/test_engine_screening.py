@@ -17,10 +17,11 @@ import pytest
 from sql_tools import ToolContext
 from tasks.engine import cube as cube_mod
 from tasks.engine import explain_change
+from tasks.engine import screen as screen_mod
 from tasks.engine.parse import build_question
-from tasks.engine.report import render
 from tasks.engine.search import Groups
-from tasks.load import load_files
+from tasks.ingest.load import load_files
+from tasks.report.markdown import render
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "data" / "scenarios"
@@ -94,7 +95,7 @@ def test_covers_hold_every_combination_within_the_budget():
         sizes = [int(x) for x in rng.integers(1, 60, size=int(rng.integers(2, 9)))]
         for depth in (1, 2, 3):
             budget = int(rng.integers(50, 5000))
-            cov = cube_mod.covers(sizes, depth, budget)
+            cov = screen_mod.covers(sizes, depth, budget)
             for combo in combinations(range(len(sizes)), min(depth, len(sizes))):
                 assert any(set(combo) <= set(c) for c in cov), (sizes, depth, combo, cov)
             for c in cov:
@@ -120,7 +121,7 @@ def test_segment_sums_over_leaves_match_a_direct_count(scenario_db):
 
 
 def test_explain_change_is_a_tool_with_the_same_answer_as_the_library(scenario_db):
-    from sql_tools.registry import dispatch
+    from tasks.tools import dispatch
 
     db, exp = scenario_db("pricing_join")
     start, end = exp["baseline"].split(":")

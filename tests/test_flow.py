@@ -74,7 +74,7 @@ def test_flow_run_completes_with_artifacts(prefect_harness, tmp_path):
 
 
 def test_crashed_run_resumes_from_the_cache(prefect_harness, tmp_path, monkeypatch):
-    import tasks.report
+    import tasks.report.write
     from flows.investigate import investigate
 
     out = tmp_path / "out"
@@ -82,7 +82,7 @@ def test_crashed_run_resumes_from_the_cache(prefect_harness, tmp_path, monkeypat
     def boom(*args, **kwargs):
         raise RuntimeError("disk full while rendering")
 
-    monkeypatch.setattr(tasks.report, "render", boom)
+    monkeypatch.setattr(tasks.report.write, "render", boom)
     crashed = investigate(**QUESTION, out=str(out), remember=False, return_state=True)
     assert crashed.is_failed()
     first = _task_states(crashed.state_details.flow_run_id)
@@ -97,25 +97,47 @@ def test_crashed_run_resumes_from_the_cache(prefect_harness, tmp_path, monkeypat
     assert (out / "result.json").is_file()
 
 
-def test_a_hypothesis_that_cannot_be_investigated_does_not_stop_the_others(monkeypatch):
+def test_a_hypothesis_that_cannot_be_investigated_does_not_stop_the_others(monkeypatch, tmp_path):
     """Plain mode (what the CLI runs): a hypothesis whose model stays unreachable is recorded
     inconclusive with the reason; the others' results are kept."""
     import flows.investigate as flow_mod
-    import tasks.investigate as inv
+    import tasks.agent.steps as agent_steps
+    from tasks.run import Run
 
-    def fake(db, qargs, h, item, offline, model):
+    def fake(run, item, offline, model):
+        done = agent_steps.unavailable(item, "stand-in")  # a finished run, shape-wise
         if item["hypothesis"]["id"] == "h2":
-            raise inv.HypothesisUnavailable("h2: error: Anthropic API overloaded (529)")
-        return inv.unavailable(item, "stand-in")  # a finished run, shape-wise
+            done["outcome"]["stop_reason"] = "error: Anthropic API overloaded (529)"
+        return done
 
-    monkeypatch.setattr(inv, "investigate_hypothesis", fake)
+    monkeypatch.setattr(agent_steps, "investigate_hypothesis", fake)
     items = [
         {"hypothesis": {"id": f"h{i}", "title": f"t{i}", "story": "s", "expected": "e"},
          "plan": {}}
         for i in (1, 2, 3)
     ]  # fmt: skip
-    runs = flow_mod._map_hypotheses("db", {}, "hash", items, True, None)
+    seen = []
+    with Run(
+        tmp_path / "db.duckdb", {}, "hash", progress=lambda n, t, r: seen.append((n, t))
+    ) as run:
+        runs = flow_mod._map_hypotheses(run, items, True, None)
     assert [r["outcome"]["hypothesis"]["id"] for r in runs] == ["h1", "h2", "h3"]
-    assert "overloaded (529)" in runs[1]["outcome"]["stop_reason"]
+    assert (
+        "HypothesisUnavailable: h2: error: Anthropic API overloaded (529)"
+        in (runs[1]["outcome"]["stop_reason"])
+    )
     assert runs[1]["outcome"]["status"] == "inconclusive"
     assert runs[0]["outcome"]["summary"] == "not investigated: stand-in"
+    assert seen == [(1, 3), (2, 3), (3, 3)], "the run's progress hears of every hypothesis"
+
+
+def test_the_load_task_loads_strictly(tmp_path):
+    """The flow's load step is a Prefect task named load, without retries (a bad file stays
+    bad); its plain function loads all rows."""
+    from flows.steps import load
+
+    assert load.name == "load" and load.retries == 0
+    csv = tmp_path / "s.csv"
+    csv.write_text("day,amount\n2024-01-01,3\n2024-01-02,4\n", encoding="utf-8")
+    report = load.fn([str(csv)], str(tmp_path / "db.duckdb"))
+    assert [(t.table, t.status, t.rows) for t in report.tables] == [("s", "loaded", 2)]

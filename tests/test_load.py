@@ -17,13 +17,13 @@ import pyarrow.parquet as pq
 import pytest
 from pydantic import ValidationError
 
-import tasks.load as load_mod
+import tasks.ingest.load as load_mod
 from sql_tools._errors import LoadError
 from sql_tools.catalog import read_catalog
-from tasks._duck import duck_message
-from tasks._names import column_names, normalize_column, quote_ident, table_name
-from tasks._sniff import detect_delimiter
-from tasks.load import LoadOptions, LoadReport, load, load_files
+from tasks.ingest._duck import duck_message
+from tasks.ingest._names import column_names, normalize_column, quote_ident, table_name
+from tasks.ingest._sniff import detect_delimiter
+from tasks.ingest.load import LoadOptions, LoadReport, load_files
 
 SALES = b"day,region,revenue\n2024-01-01,EU,10.5\n2024-01-02,US,7\n"
 USERS = b"user_id,name\n1,Ann\n2,Bob\n3,Cy\n"
@@ -471,12 +471,6 @@ def test_database_in_use_by_another_process(tmp_path: Path) -> None:
     finally:
         holder.communicate("", timeout=30)
     assert user_tables(db) == ["u"]
-
-
-def test_prefect_task_wraps_load_files(tmp_path: Path) -> None:
-    assert load.name == "load" and load.retries == 0
-    report = load.fn([str(write(tmp_path / "s.csv", SALES))], str(tmp_path / "db.duckdb"))
-    assert report.tables[0].status == "loaded"
 
 
 def test_temp_files_are_removed(tmp_path: Path, monkeypatch) -> None:

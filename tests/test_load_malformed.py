@@ -15,7 +15,7 @@ import duckdb
 import pytest
 
 from sql_tools._errors import LoadError
-from tasks.load import LoadOptions, LoadReport, load_files
+from tasks.ingest.load import LoadOptions, LoadReport, load_files
 
 GOOD = b"id,region,amount\n1,EU,10.5\n2,US,7\n"
 

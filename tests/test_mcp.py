@@ -21,8 +21,9 @@ import pytest
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from sql_tools import TOOLS, ToolContext
+from sql_tools import ToolContext
 from sql_tools.registry import input_schema
+from tasks.tools import TOOLS
 from tests.conftest import file_digest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,7 +40,7 @@ COMPARE = {
 
 
 def server_command(db: Path) -> list[str]:
-    return [sys.executable, "-m", "flows.cli", "mcp", "--db", str(db)]
+    return [sys.executable, "-m", "drilldown.cli", "mcp", "--db", str(db)]
 
 
 def with_session(
@@ -63,7 +64,7 @@ def drilldown_tool(db: Path, name: str, args: dict[str, Any]) -> tuple[int, dict
         [
             sys.executable,
             "-m",
-            "flows.cli",
+            "drilldown.cli",
             "tool",
             name,
             "--db",

@@ -22,7 +22,7 @@ QUESTION = [
 def drilldown(store: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "DRILLDOWN_STORE_PATH": str(store), "DRILLDOWN_STORE": "duckdb"}
     proc = subprocess.run(
-        [sys.executable, "-m", "flows.cli", *args],
+        [sys.executable, "-m", "drilldown.cli", *args],
         capture_output=True, text=True, cwd=ROOT, env=env, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]

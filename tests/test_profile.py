@@ -1,4 +1,4 @@
-"""Tests for tasks.profile: column profiles, role guesses, join keys, stored catalogue."""
+"""Tests for tasks.ingest.profile: column profiles, role guesses, join keys, stored catalogue."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from sql_tools.catalog import (
     read_catalog,
     write_load,
 )
-from tasks.profile import (
+from tasks.ingest.profile import (
     detect_join_keys,
     guess_role,
     is_identifier_name,

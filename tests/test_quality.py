@@ -24,16 +24,16 @@ from sql_tools._sql import Filter
 from tasks.agent.gate import Gate
 from tasks.agent.ledger import Ledger
 from tasks.agent.models import Budget, Hypothesis
-from tasks.agent.run import investigate
+from tasks.agent.run import investigate_one, plan
 from tasks.agent.session import Session
 from tasks.engine import analyze, quality
 from tasks.engine.explain import compare_arguments
 from tasks.engine.parse import build_question
 from tasks.engine.quality import check_quality, two_proportion_p
-from tasks.engine.report import render
 from tasks.engine.result import DataQualityIssue, Explanation
 from tasks.engine.spec import Aggregate, DateRange, Metric, Periods, Question
-from tasks.load import load_files
+from tasks.ingest.load import load_files
+from tasks.report.markdown import render
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "data" / "scenarios"
 BASELINE = DateRange(start=date(2024, 3, 4), end=date(2024, 3, 10))
@@ -570,9 +570,9 @@ def headline(e: Explanation) -> str:
 
 def data_problem(ctx: ToolContext, q: Question, analysis: Any) -> str:
     """The offline planner's verdict on "a data problem"."""
-    result, _ = investigate(ctx, q, analysis)
-    (outcome,) = [o for o in result.outcomes if o.hypothesis.source == "data_quality"]
-    return outcome.status
+    planned, _, _ = plan(ctx, q, analysis)
+    ((h, steps),) = [(h, p) for h, p in planned if h.source == "data_quality"]
+    return investigate_one(ctx, q, analysis, h, steps).outcome.status
 
 
 def test_a_segment_outage_is_a_data_problem_for_daily_users(moved):

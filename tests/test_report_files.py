@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from tasks.charts import daily_series, waterfall_bars
-from tasks.engine.report import fmt, render, segment_text
 from tasks.engine.result import Explanation
-from tasks.report_files import charts_markdown, render_html, write_report_files
+from tasks.report.charts import daily_series, waterfall_bars
+from tasks.report.files import charts_markdown, render_html, write_report_files
+from tasks.report.markdown import fmt, render, segment_text
 from tests.report_tables import (
     SEGMENT_SECTIONS,
     html_tables,
@@ -82,7 +82,7 @@ def _weekly_csv() -> str:
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     """Every question investigated by the CLI (in parallel), each on its own copy of the demo
     database built by the real loader; then ``write_report_files`` on each, timed."""
-    from tasks.load import load_files
+    from tasks.ingest.load import load_files
 
     root = tmp_path_factory.mktemp("report-files")
     demo_db = root / "loaded.duckdb"
@@ -111,7 +111,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
             data = db = root / f"{name}.duckdb"
             shutil.copy(demo_db, db)
             args = [*args, "--baseline", DEMO_WEEKS[0], "--comparison", DEMO_WEEKS[1]]
-        cmd = [sys.executable, "-m", "flows.cli", "investigate", str(data), *args]
+        cmd = [sys.executable, "-m", "drilldown.cli", "investigate", str(data), *args]
         cmd += ["--offline", "--no-remember", "--out", str(out)]
         proc = subprocess.Popen(
             cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -523,7 +523,7 @@ def test_a_part_of_a_root_cause_moving_against_it_is_marked(demo: dict[str, Any]
 
 
 def render_html_of(result: dict[str, Any]) -> str:
-    from tasks.report_files import render_html
+    from tasks.report.files import render_html
 
     return render_html(result, {})
 

@@ -84,7 +84,7 @@ def investigated(request, tmp_path_factory) -> tuple[dict, dict, Path]:
     if exp.get("dimensions"):
         args += ["--dimensions", ",".join(exp["dimensions"])]
     proc = subprocess.run(
-        [sys.executable, "-m", "flows.cli", *args],
+        [sys.executable, "-m", "drilldown.cli", *args],
         capture_output=True,
         text=True,
         cwd=ROOT,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.storage import (
+from tasks.ingest.storage import (
     BucketNotFound,
     DownloadMismatch,
     NoFilesFound,

@@ -6,7 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from sql_tools import TOOLS, anthropic_tools
+from tasks.tools import TOOLS, anthropic_tools
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "tool_schemas.json"
 

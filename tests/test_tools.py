@@ -9,7 +9,8 @@ from typing import Any
 import duckdb
 import pytest
 
-from sql_tools import ToolContext, dispatch
+from sql_tools import ToolContext
+from tasks.tools import dispatch
 
 WEEK1 = {"start": "2024-01-01", "end": "2024-01-07"}
 WEEK2 = {"start": "2024-01-08", "end": "2024-01-14"}

@@ -27,10 +27,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from sql_tools import registry
 from sql_tools._context import ToolContext
 from sql_tools._errors import SqlToolError, ToolInputError, short
 from sql_tools._sql import StrictModel
+from tasks import tools as registry
 from tasks.agent.ledger import Ledger, capped, same_result
 from tasks.agent.models import Category, Finding
 from tasks.agent.untrusted import clean

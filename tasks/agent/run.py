@@ -1,16 +1,15 @@
-"""Investigate an explained change: hypotheses, each one's tool calls, the gate, the verdicts.
+"""The agent's units: plan the hypotheses, investigate one, combine the runs into one result.
 
-Both paths share one ledger and one gate. With a client (Claude), hypotheses are proposed by the
-model and each is investigated by the tool-use loop, several at once; without one, the offline
-planner derives and investigates them. A hypothesis that fails for any reason ends
-inconclusive with the reason; the others go on.
+With a client (Claude), hypotheses are proposed by the model and each is investigated by the
+tool-use loop; without one, the offline planner derives and investigates them. Each hypothesis
+has its own ledger and gate. A hypothesis that fails for any reason ends inconclusive with the
+reason. Composing them (several at once, progress, retries) is the flow's job:
+:func:`flows.investigate.investigation`.
 """
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import time
-from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -148,46 +147,6 @@ def combine(
             elapsed_ms=round(elapsed_ms, 1),
         ),
         ledger,
-    )
-
-
-def investigate(
-    ctx: ToolContext,
-    question: Question,
-    analysis: Analysis,
-    *,
-    client: Any = None,
-    config: AgentConfig | None = None,
-    history: dict[str, Any] | None = None,
-    on_outcome: Callable[[Outcome], None] | None = None,
-) -> tuple[AgentResult, Ledger]:
-    """Plan and investigate every hypothesis (several at once with a client); ``client`` None
-    means the offline planner. ``history`` holds ``similar`` past investigations and
-    ``dismissed`` past findings of this metric."""
-    config = config or AgentConfig()
-    t0 = time.perf_counter()
-    planned, usage, notes = plan(ctx, question, analysis, client=client, config=config,
-                                 history=history)  # fmt: skip
-    runs: list[HypothesisRun] = []
-    workers = 1 if client is None else config.concurrency
-    with cf.ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = [
-            pool.submit(
-                investigate_one, ctx, question, analysis, h, p, client=client, config=config
-            )  # fmt: skip
-            for h, p in planned
-        ]
-        for fut in futures:
-            runs.append(fut.result())
-            if on_outcome is not None:
-                on_outcome(runs[-1].outcome)
-    return combine(
-        runs,
-        client_used=client is not None,
-        config=config,
-        usage=usage,
-        notes=notes,
-        elapsed_ms=(time.perf_counter() - t0) * 1000,
     )
 
 

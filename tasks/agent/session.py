@@ -13,9 +13,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from sql_tools import registry
 from sql_tools._context import ToolContext
 from sql_tools._errors import SqlToolError, ToolInputError
+from sql_tools.registry import validation_error
+from tasks import tools as registry
 from tasks.agent.gate import ConcludeInput, Gate, WriteFindingInput
 from tasks.agent.ledger import Ledger
 from tasks.agent.models import Budget, Hypothesis, LedgerEntry, Outcome, Usage
@@ -109,7 +110,7 @@ class Session:
         try:
             inp = VERDICT_TOOLS[name].model_validate(arguments)
         except ValidationError as exc:
-            raise registry.validation_error(exc) from None
+            raise validation_error(exc) from None
         if isinstance(inp, WriteFindingInput):
             f = self.gate.submit(self.h.id, inp)
             if f.key not in self.findings:

@@ -16,6 +16,7 @@ from scipy import stats
 from sql_tools._context import ToolContext
 from sql_tools._errors import ToolInputError
 from tasks.engine import cube as cube_mod
+from tasks.engine import screen as screen_mod
 from tasks.engine.clean_days import assign_data_quality
 from tasks.engine.cube import Cube, build_cube, daily_series
 from tasks.engine.result import (
@@ -181,7 +182,7 @@ def _explain(ctx: ToolContext, q: Question) -> Analysis:
     search_dims = dims
     if cube_mod.estimated_leaves(ctx, q, dims) > cube_mod.LEAF_BUDGET:
         open_depth = q.max_depth or cube_mod.DEFAULT_DEPTH
-        screening = cube_mod.screen(ctx, q.model_copy(update={"max_depth": open_depth}), dims)
+        screening = screen_mod.screen(ctx, q.model_copy(update={"max_depth": open_depth}), dims)
         search_dims = screening.dims
         notes += _screening_notes(dims, screening)
     if q.max_depth is None:
@@ -299,7 +300,7 @@ def _explain(ctx: ToolContext, q: Question) -> Analysis:
     return Analysis(explanation, cube, contrib, found, delta, cause_p)
 
 
-def _screening_notes(dims: list[str], sc: cube_mod.Screening) -> list[str]:
+def _screening_notes(dims: list[str], sc: screen_mod.Screening) -> list[str]:
     out = []
     left = [d for d in dims if d not in sc.dims]
     if left:
@@ -316,7 +317,7 @@ def _screening_notes(dims: list[str], sc: cube_mod.Screening) -> list[str]:
     return out
 
 
-def _screening_stats(sc: cube_mod.Screening | None) -> dict[str, Any] | None:
+def _screening_stats(sc: screen_mod.Screening | None) -> dict[str, Any] | None:
     if sc is None:
         return None
     return {

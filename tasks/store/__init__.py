@@ -14,15 +14,10 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from tasks.store.base import (
-    RecordRejected,
-    Store,
-    StoreConfigError,
-    StoreError,
-    StoreUnavailable,
-)
+from tasks.store.base import Store
 from tasks.store.duckdb_store import DuckDBStore, default_path
 from tasks.store.embed import Embedder, embedder_from_config
+from tasks.store.errors import RecordRejected, StoreConfigError, StoreError, StoreUnavailable
 from tasks.store.models import (
     InvestigationRecord,
     InvestigationSummary,

@@ -1,4 +1,5 @@
-"""The store interface, its errors, and the rows one investigation becomes (shared by backends)."""
+"""The store interface and the rows one investigation becomes (shared by backends); its errors
+(:mod:`tasks.store.errors`) are importable from here too."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any, Protocol, Self, runtime_checkable
 import numpy as np
 
 from tasks.store.embed import DIM, Embedder
+from tasks.store.errors import StoreError
 from tasks.store.models import (
     DataIdentity,
     InvestigationRecord,
@@ -17,22 +19,6 @@ from tasks.store.models import (
     SimilarInvestigation,
     memory_text,
 )
-
-
-class StoreError(Exception):
-    """A store operation failed; the message is one line."""
-
-
-class StoreConfigError(StoreError, ValueError):
-    """The store settings are invalid (bad DRILLDOWN_STORE, missing SUPABASE_DB_URL, ...)."""
-
-
-class StoreUnavailable(StoreError):
-    """The database cannot be reached (connection refused, timed out, dropped)."""
-
-
-class RecordRejected(StoreError, ValueError):
-    """The database refused a value of the record; nothing of it was stored."""
 
 
 @runtime_checkable

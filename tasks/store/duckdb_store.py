@@ -13,9 +13,7 @@ import duckdb
 import numpy as np
 
 from tasks.store.base import (
-    RecordRejected,
     StoreBase,
-    StoreError,
     after_write_step,
     check_limit,
     dismissed_row,
@@ -25,6 +23,7 @@ from tasks.store.base import (
     record_rows,
 )
 from tasks.store.embed import DIM, Embedder
+from tasks.store.errors import RecordRejected, StoreError
 from tasks.store.models import (
     DataIdentity,
     InvestigationRecord,

@@ -16,6 +16,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
+from tasks.store.errors import StoreConfigError
+
 DIM = 256
 WORDLLAMA_MODEL = "wordllama/l2_supercat-256"
 VOYAGE_DEFAULT = "voyage-4-lite"
@@ -90,8 +92,6 @@ class VoyageEmbedder:
         try:
             import voyageai
         except ImportError:
-            from tasks.store.base import StoreConfigError
-
             raise StoreConfigError(
                 "VOYAGE_API_KEY is set but voyageai is not installed: "
                 "pip install 'metric-drilldown[voyage]'"

@@ -19,10 +19,7 @@ from psycopg.types import TypeInfo
 from psycopg.types.json import Json, Jsonb
 
 from tasks.store.base import (
-    RecordRejected,
     StoreBase,
-    StoreError,
-    StoreUnavailable,
     after_write_step,
     check_limit,
     dismissed_row,
@@ -32,6 +29,7 @@ from tasks.store.base import (
     record_rows,
 )
 from tasks.store.embed import Embedder
+from tasks.store.errors import RecordRejected, StoreError, StoreUnavailable
 from tasks.store.models import (
     DataIdentity,
     InvestigationRecord,

@@ -16,9 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from tasks.store.base import RecordRejected, StoreBase, StoreUnavailable, memory_document
+from tasks.store.base import StoreBase, memory_document
 from tasks.store.duckdb_store import DuckDBStore, default_path
 from tasks.store.embed import Embedder
+from tasks.store.errors import RecordRejected, StoreUnavailable
 from tasks.store.models import (
     DataIdentity,
     InvestigationRecord,

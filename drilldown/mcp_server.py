@@ -1,9 +1,9 @@
 """The SQL tools over MCP (stdio): ``drilldown mcp --db PATH``.
 
-A thin transport over :mod:`sql_tools.registry`: the tool list is ``registry.TOOLS`` with input
-schemas from the live database (table and column parameters are enums of the names that exist),
-and every call goes through ``registry.dispatch``, so a bad argument comes back as a tool result
-with ``isError`` set and the same one-line message (and valid values) as ``drilldown tool``.
+A thin transport over the product's tool registry (:mod:`tasks.tools`): the tool list is
+``TOOLS`` with input schemas from the live database (table and column parameters are enums of the
+names that exist), and every call goes through ``dispatch``, so a bad argument comes back as a
+tool result with ``isError`` set and the same one-line message (and valid values) as ``drilldown tool``.
 
 The database is opened once, read-only, through the same sandboxed :class:`ToolContext` and
 :class:`Limits` as ``drilldown tool``; the process is capped the same way. Nothing but protocol
@@ -31,7 +31,8 @@ from pydantic import ValidationError
 from sql_tools._context import Limits, ToolContext, limit_address_space
 from sql_tools._errors import one_line
 from sql_tools.output import dumps, json_safe, shallow
-from sql_tools.registry import TOOLS, dispatch, input_schema
+from sql_tools.registry import input_schema
+from tasks.tools import TOOLS, dispatch
 
 log = logging.getLogger("drilldown.mcp")
 
@@ -79,7 +80,7 @@ def tool_result(is_error: bool, payload: dict[str, Any]) -> types.CallToolResult
 
 
 def run_tool(ctx: ToolContext, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
-    """One ``tools/call``: ``registry.dispatch`` (never raises for bad input), as an MCP result."""
+    """One ``tools/call``: ``dispatch`` (never raises for bad input), as an MCP result."""
     try:
         is_error, payload = dispatch(ctx, name, arguments if arguments is not None else {})
         return tool_result(is_error, payload)

@@ -22,8 +22,8 @@ from pathlib import Path
 import duckdb
 
 from sql_tools._errors import LoadError, short
-from tasks._csv import CsvScan
-from tasks._names import quote_ident as q
+from tasks.ingest._csv import CsvScan
+from tasks.ingest._names import quote_ident as q
 
 NA_TOKENS = ["NA", "N/A", "n/a", "null", "NULL", "NaN", "nan", "-", ""]
 _NUM = r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?"

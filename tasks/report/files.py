@@ -23,7 +23,7 @@ from typing import Any
 from sql_tools._context import ToolContext
 from sql_tools._errors import SqlToolError
 from sql_tools.output import dumps, printable, printable_line
-from tasks.charts import (
+from tasks.report.charts import (
     TIMESERIES,
     WATERFALL,
     DailySeries,
@@ -31,7 +31,7 @@ from tasks.charts import (
     timeseries_png,
     waterfall_png,
 )
-from tasks.engine.report import (
+from tasks.report.markdown import (
     OTHER_DATA_NOTE,
     RELATION,
     Columns,

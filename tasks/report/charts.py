@@ -22,10 +22,10 @@ from io import BytesIO
 from pathlib import Path
 from typing import Any
 
-from sql_tools import registry
 from sql_tools._context import ToolContext
 from sql_tools.output import printable_line as plain
-from tasks.engine.report import fmt
+from sql_tools.registry import SQL_TOOLS as registry
+from tasks.report.markdown import fmt
 
 WATERFALL = "waterfall.png"
 TIMESERIES = "timeseries.png"

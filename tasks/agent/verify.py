@@ -11,16 +11,13 @@ import math
 from typing import Any
 
 from sql_tools._errors import SqlToolError
-from tasks._prefect import lazy_task
-from tasks.decompose import open_question
 from tasks.engine import cube as cube_mod
+from tasks.run import Run
 
 
-def verify_findings(
-    db: str, qargs: dict[str, Any], findings: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
+def verify_findings(run: Run, findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The findings, accepted ones re-checked against their recorded SQL (accepted first)."""
-    ctx, q = open_question(db, qargs)
+    ctx, q = run.ctx, run.question
     out = []
     for f in findings:
         f = dict(f)
@@ -46,6 +43,3 @@ def _recheck(ctx: Any, q: Any, f: dict[str, Any]) -> str | None:
         ):
             return f"its query now gives {which} {got}, not {want}"
     return None
-
-
-__getattr__ = lazy_task("verify_findings_task", verify_findings)

@@ -60,7 +60,7 @@ def load(
 ) -> None:
     """Load files into a DuckDB file, one table per file, strictly (all rows or an error)."""
     from sql_tools._errors import SqlToolError
-    from tasks.load import LoadOptions, load_files
+    from tasks.ingest.load import LoadOptions, load_files
 
     overrides = {
         "max_rows": max_rows,
@@ -101,8 +101,9 @@ def tool(
     timeout: Annotated[float | None, typer.Option(help="Per-query time limit in seconds.")] = None,
 ) -> None:
     """Run one SQL tool and print its JSON result."""
-    from sql_tools import Limits, SqlToolError, ToolContext, ToolInputError, call
+    from sql_tools import Limits, SqlToolError, ToolContext, ToolInputError
     from sql_tools._context import limit_address_space
+    from tasks.tools import call
 
     raw = sys.stdin.read() if args == "-" else args
     try:
@@ -133,7 +134,8 @@ def tools(
     ] = False,
 ) -> None:
     """List the SQL tools (or print their definitions as given to Claude)."""
-    from sql_tools import TOOLS, SqlToolError, ToolContext, anthropic_tools
+    from sql_tools import SqlToolError, ToolContext
+    from tasks.tools import TOOLS, anthropic_tools
 
     if not as_json:
         for t in TOOLS:
@@ -154,8 +156,8 @@ def mcp(
     db: Annotated[Path, typer.Option("--db", help="DuckDB file written by `drilldown load`.")],
 ) -> None:
     """Serve the SQL tools over MCP (stdio), read-only, until stdin closes."""
+    from drilldown import mcp_server
     from sql_tools import SqlToolError
-    from tasks import mcp_server
 
     try:
         mcp_server.serve(db)
@@ -223,8 +225,7 @@ def _investigate(
         bar.update(bar.tasks[0].id, completed=n)
         bar.console.print(line, markup=False, highlight=False)
 
-    flow_mod._PROGRESS["cli"] = progress
-    kwargs = dict(
+    request = flow_mod.Request(
         data=[str(d) for d in data], metric=metric, baseline=baseline, comparison=comparison,
         table=table, time_column=time_column, period_column=period_column, grain=grain,
         dimensions=[d.strip() for d in dimensions.split(",")] if dimensions else None,
@@ -233,10 +234,10 @@ def _investigate(
         metrics_file=str(metrics_file) if metrics_file else None, source=source,
     )  # fmt: skip
     try:
-        if prefect:
-            summary = flow_mod.investigate(**kwargs)
+        if prefect:  # a flow run: progress goes to its logger and its progress artifact
+            summary = flow_mod.investigate(**request.model_dump())
         else:
-            summary = flow_mod.investigate.fn(**kwargs)
+            summary = flow_mod.investigation(request, progress)
     except SqlToolError as exc:
         fail(exc.message, 2 if exc.code != "internal" else 1)
     except OSError as exc:
@@ -244,7 +245,6 @@ def _investigate(
     except ValueError as exc:  # storage locations: bad URL, missing bucket, size/hash mismatch
         fail(str(exc))
     finally:
-        flow_mod._PROGRESS.pop("cli", None)
         if bar is not None:
             bar.stop()
     result = json.loads((out / "result.json").read_text(encoding="utf-8"))

@@ -14,9 +14,8 @@ import json
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from tasks._prefect import lazy_tasks
-from tasks.decompose import fingerprint
 from tasks.engine.spec import Question
+from tasks.run import Run, fingerprint
 
 if TYPE_CHECKING:
     from tasks.store.models import DataIdentity
@@ -108,27 +107,22 @@ def record(
     )
 
 
-def _identity(
-    db: str, qargs: dict[str, Any], source: str | None
-) -> tuple[Question, DataIdentity, str]:
+def _identity(run: Run) -> tuple[Question, DataIdentity, str]:
     """The question, the identity of the data it reads and the run id of (data, question)."""
-    from tasks.decompose import open_question
     from tasks.store.models import DataIdentity
 
-    ctx, q = open_question(db, qargs)
-    data_fp = fingerprint(ctx)
-    data = DataIdentity(table=q.metric.table, fingerprint=data_fp, source=source)
+    q = run.question
+    data_fp = fingerprint(run.ctx)
+    data = DataIdentity(table=q.metric.table, fingerprint=data_fp, source=run.source)
     return q, data, run_id(data_fp, question_dict(q))
 
 
-def recall_history(
-    db: str, qargs: dict[str, Any], explanation: dict[str, Any], source: str | None = None
-) -> dict[str, Any]:
-    """``{"similar": [...], "dismissed": [...], "warning": str | None}`` from the store;
-    ``source`` names the data's source, if it has a name."""
+def recall_history(run: Run, explanation: dict[str, Any]) -> dict[str, Any]:
+    """``{"similar": [...], "dismissed": [...], "warning": str | None}`` from the store, for
+    the run's data (its contents, or its source when the run names one)."""
     from tasks.store import StoreError, store_from_config
 
-    q, data, rid = _identity(db, qargs, source)
+    q, data, rid = _identity(run)
     try:
         with store_from_config() as store:
             similar, dismissed = recall(store, q, explanation, data, exclude=rid)
@@ -142,18 +136,13 @@ def recall_history(
 
 
 def remember(
-    db: str,
-    qargs: dict[str, Any],
-    result: dict[str, Any],
-    entries: list[dict[str, Any]],
-    report_md: str,
-    source: str | None = None,
+    run: Run, result: dict[str, Any], entries: list[dict[str, Any]], report_md: str
 ) -> dict[str, Any]:
     """Save the investigation whole; ``{"run_id", "warning"}`` (a store problem is a warning:
     the outputs are already written, and Supabase outages go to the local outbox)."""
     from tasks.store import StoreError, store_from_config
 
-    q, data, rid = _identity(db, qargs, source)
+    q, data, rid = _identity(run)
     rec = record(rid, data, q, result, entries, report_md)
     try:
         with store_from_config() as store:
@@ -161,11 +150,3 @@ def remember(
     except (StoreError, OSError) as exc:
         return {"run_id": rid, "warning": f"investigation not remembered: {exc}"}
     return {"run_id": rid, "warning": None}
-
-
-__getattr__ = lazy_tasks(
-    {
-        "recall_history_task": (recall_history, {"retries": 2}),
-        "remember_task": (remember, {"retries": 2}),
-    }
-)

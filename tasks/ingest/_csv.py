@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import BinaryIO, NamedTuple, Protocol
 
 from sql_tools._errors import LoadError
-from tasks._sniff import (
+from tasks.ingest._sniff import (
     canonical_codec,
     check_not_binary,
     detect_delimiter,

@@ -10,24 +10,23 @@ from pathlib import Path
 from typing import Any
 
 from sql_tools.output import dumps
-from tasks._prefect import lazy_task
 from tasks.agent.ledger import Ledger
 from tasks.agent.models import LedgerEntry
-from tasks.decompose import shared_context
-from tasks.engine.report import render
 from tasks.engine.result import Explanation
-from tasks.report_files import charts_markdown, write_report_files
+from tasks.report.files import charts_markdown, write_report_files
+from tasks.report.markdown import render
+from tasks.run import Run
 
 
 def write_report(
-    out: str, db: str, result: dict[str, Any], entries: list[dict[str, Any]]
+    run: Run, out: str, result: dict[str, Any], entries: list[dict[str, Any]]
 ) -> dict[str, Any]:
     """Write the outputs into ``out``; return ``{"paths": [...], "report_md": str}``."""
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
     explanation = Explanation.model_validate(result)
-    report_md = render(explanation, db=db)
-    charts = write_report_files(result, folder, Path(db), shared_context(db))  # html, charts
+    report_md = render(explanation, db=run.db)
+    charts = write_report_files(result, folder, Path(run.db), run.ctx)  # html, charts
     report_md = report_md.rstrip() + "\n\n" + charts_markdown(charts) if charts else report_md
     (folder / "report.md").write_text(report_md, encoding="utf-8")
     ledger = Ledger()
@@ -39,6 +38,3 @@ def write_report(
     tmp.replace(folder / "result.json")
     paths = [folder / "result.json", folder / "report.md", folder / "evidence.jsonl", *charts]
     return {"paths": [str(p) for p in paths], "report_md": report_md}
-
-
-__getattr__ = lazy_task("write_report_task", write_report)

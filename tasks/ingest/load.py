@@ -1,9 +1,9 @@
 """Strict file loader: CSV/TSV (optionally gzip-compressed) and Parquet files into DuckDB.
 
 Every file is validated completely in Python before the database is opened for writing (see
-:mod:`tasks._csv`). Files are then read by DuckDB straight into their tables inside one
+:mod:`tasks.ingest._csv`). Files are then read by DuckDB straight into their tables inside one
 transaction, reconciled against the Python row count, and committed together with their
-catalogue records and profiles. When a read needs a second attempt (see :mod:`tasks._duck`),
+catalogue records and profiles. When a read needs a second attempt (see :mod:`tasks.ingest._duck`),
 that transaction is rolled back and the files are read into in-memory staging tables first and
 copied into the database in one transaction. All of this happens in a copy of the database
 file, which replaces the file only after the commit: any error leaves the file byte for byte as
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import duckdb
 import pyarrow as pa
@@ -29,8 +29,8 @@ from pydantic import BaseModel, ConfigDict
 
 from sql_tools._errors import LoadError, short
 from sql_tools.catalog import ColumnInfo, LoadRecord, ensure_catalog, read_catalog, write_load
-from tasks._csv import CsvScan, scan_csv
-from tasks._duck import (
+from tasks.ingest._csv import CsvScan, scan_csv
+from tasks.ingest._duck import (
     ReadPlan,
     Reread,
     column_types,
@@ -40,10 +40,10 @@ from tasks._duck import (
     stage_csv,
     stage_parquet,
 )
-from tasks._names import column_names, table_name
-from tasks._names import quote_ident as q
-from tasks._sniff import binary_kind, canonical_codec
-from tasks.profile import profile_database
+from tasks.ingest._names import column_names, table_name
+from tasks.ingest._names import quote_ident as q
+from tasks.ingest._sniff import binary_kind, canonical_codec
+from tasks.ingest.profile import profile_database
 
 Format = Literal["csv", "csv.gz", "parquet"]
 # suffix -> (format, tab-delimited)
@@ -625,21 +625,4 @@ def load_files(
     return LoadReport(db=str(db_path), tables=[_result(i) for i in inputs], skipped=skipped)
 
 
-def _load(paths: list[str], db_path: str, options: LoadOptions | None = None) -> LoadReport:
-    """Prefect task wrapper around :func:`load_files`."""
-    return load_files(paths, db_path, options)
-
-
-def __getattr__(name: str) -> Any:
-    """``load``, the Prefect task, is built on first use: loading as a library (and the CLI's
-    start-up) never pays for importing Prefect."""
-    if name == "load":
-        from prefect import task
-
-        built = task(name="load", retries=0)(_load)
-        globals()["load"] = built
-        return built
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-__all__ = ["LoadOptions", "LoadReport", "TableResult", "load", "load_files"]  # noqa: F822 (lazy)
+__all__ = ["LoadOptions", "LoadReport", "TableResult", "load_files"]

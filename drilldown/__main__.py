@@ -1,0 +1,5 @@
+"""``python -m drilldown``: the command line."""
+
+from drilldown.cli import main
+
+main()

@@ -1,0 +1,146 @@
+"""One investigation's state, handed from step to step.
+
+A :class:`Run` is what the steps of an investigation share: the database, the question's
+arguments, the data's identity, and, opened once and owned by the run, the read-only
+:class:`ToolContext` on the database, the validated :class:`Question` and the engine's
+:class:`Analysis`. Hypotheses investigated at once share them instead of recomputing them, and
+closing the run closes its connection. Nothing about a run lives in module globals.
+
+A Prefect task caches on a run's identity (:meth:`Run.identity`: database, question, data hash),
+never on its open connection.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from sql_tools._context import ToolContext
+from sql_tools.output import printable
+from tasks.engine import Analysis, analyze
+from tasks.engine.spec import Question
+
+Progress = Callable[[int, int, dict[str, Any]], None]
+"""Called as each hypothesis completes: (completed, total, the hypothesis's run as JSON)."""
+
+
+def data_hash(db: str | Path) -> str:
+    """SHA-256 over the loaded tables' file hashes: the data's identity for caching."""
+    with ToolContext(db) as ctx:
+        return fingerprint_hash(fingerprint(ctx))
+
+
+def fingerprint(ctx: ToolContext) -> dict[str, str]:
+    """table -> SHA-256 of the file it was loaded from."""
+    return {name: rec.sha256 for name, rec in sorted(ctx.schema.catalog.loads.items())}
+
+
+def fingerprint_hash(fp: dict[str, Any]) -> str:
+    """One hash for a whole fingerprint."""
+    return hashlib.sha256(json.dumps(fp, sort_keys=True).encode()).hexdigest()
+
+
+def question_of(ctx: ToolContext, qargs: dict[str, Any]) -> Question:
+    """The validated question from command-line style arguments (see ``build_question``)."""
+    from tasks.engine.parse import build_question
+
+    args = dict(qargs)
+    if args.get("metrics_file"):
+        args["metrics_file"] = Path(args["metrics_file"])
+    args["filters"] = args.get("filters") or []
+    return build_question(ctx.schema, **args)
+
+
+def stderr_line(message: str) -> None:
+    """A progress line on standard error, hidden characters escaped."""
+    print(printable(message), file=sys.stderr)
+
+
+class Run:
+    """One investigation: ``db`` and the question's arguments ``qargs`` (as ``drilldown
+    investigate`` takes them), the data's content hash ``data`` (computed when not given),
+    the data's ``source`` name, where progress goes, and optionally the Claude ``client`` and
+    agent ``config`` to use (default: from the environment).
+
+    Use it as a context manager, or call :meth:`close`: the run owns its connection.
+    """
+
+    def __init__(
+        self,
+        db: str | Path,
+        qargs: dict[str, Any],
+        data: str | None = None,
+        *,
+        source: str | None = None,
+        say: Callable[[str], None] = stderr_line,
+        progress: Progress | None = None,
+        client: Any = None,
+        config: Any = None,
+    ) -> None:
+        self.db = str(Path(db).resolve())
+        self.qargs = dict(qargs)
+        self.data = data or data_hash(self.db)
+        self.source = source
+        self.say = say
+        self.progress = progress
+        self.client = client
+        self.config = config
+        self._lock = threading.Lock()
+        self._ctx: ToolContext | None = None
+        self._question: Question | None = None
+        self._analysis: Analysis | None = None
+        self._closed = False
+
+    def identity(self) -> dict[str, Any]:
+        """What a cached step's result depends on: the database, the question, the data."""
+        return {"db": self.db, "qargs": self.qargs, "data": self.data, "source": self.source}
+
+    @property
+    def ctx(self) -> ToolContext:
+        """The run's read-only tool context (opened on first use)."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("this run is closed")
+            if self._ctx is None:
+                self._ctx = ToolContext(self.db)
+            return self._ctx
+
+    @property
+    def question(self) -> Question:
+        """The validated question (parsed once)."""
+        ctx = self.ctx
+        with self._lock:
+            if self._question is None:
+                self._question = question_of(ctx, self.qargs)
+            return self._question
+
+    @property
+    def analysis(self) -> Analysis:
+        """The engine's analysis of the question (computed once)."""
+        q = self.question
+        with self._lock:
+            if self._analysis is None:
+                self._analysis = analyze(self._ctx, q)  # type: ignore[arg-type]
+            return self._analysis
+
+    def close(self) -> None:
+        """Close the connection; the run cannot be used after."""
+        with self._lock:
+            ctx, self._ctx, self._closed = self._ctx, None, True
+            self._analysis = None
+        if ctx is not None:
+            ctx.close()
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Run(db={self.db!r}, metric={self.qargs.get('metric')!r})"

@@ -1,0 +1,19 @@
+"""The store's errors (every backend and the embedder raise these)."""
+
+from __future__ import annotations
+
+
+class StoreError(Exception):
+    """A store operation failed; the message is one line."""
+
+
+class StoreConfigError(StoreError, ValueError):
+    """The store settings are invalid (bad DRILLDOWN_STORE, missing SUPABASE_DB_URL, ...)."""
+
+
+class StoreUnavailable(StoreError):
+    """The database cannot be reached (connection refused, timed out, dropped)."""
+
+
+class RecordRejected(StoreError, ValueError):
+    """The database refused a value of the record; nothing of it was stored."""

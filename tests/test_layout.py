@@ -1,0 +1,132 @@
+"""The import contract: every import of the product's modules (at module level or inside a
+function; ``TYPE_CHECKING`` blocks aside), read by grimp, against the layering the packages'
+docstrings state. A new import that runs the wrong way, or closes a circle, fails here with the
+chain that does it."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import grimp
+import pytest
+
+PACKAGES = ("drilldown", "flows", "tasks", "sql_tools", "prompts")
+EXTERNAL_SERVICES = ("prefect", "anthropic", "supabase", "psycopg")
+
+# (importer, what it must never import, why)
+FORBIDDEN = [
+    ("sql_tools", ("tasks", "flows", "drilldown", *EXTERNAL_SERVICES),
+     "the SQL tools are the bottom layer: the only road to the data"),
+    ("prompts", ("tasks", "flows", "drilldown", "sql_tools"), "templates import nothing of ours"),
+    ("tasks.ingest", ("tasks.engine", "tasks.agent", "tasks.report", "tasks.store", "tasks.run",
+                      "tasks.tools", "flows", "drilldown", "prefect", "anthropic"),
+     "loading knows nothing of what the data is used for"),
+    ("tasks.engine", ("tasks.agent", "tasks.report", "tasks.store", "tasks.run", "tasks.tools",
+                      "tasks.ingest", "flows", "drilldown", "prefect", "anthropic", "supabase",
+                      "psycopg"),
+     "the engine reads through sql_tools only and knows no agent, report, store or flow"),
+    ("tasks.agent", ("tasks.report", "tasks.store", "flows", "drilldown", "prefect"),
+     "the agent's units are composed by the flow, not by each other"),
+    ("tasks.report", ("tasks.agent.run", "tasks.agent.steps", "tasks.store", "flows",
+                      "drilldown", "prefect", "anthropic"),
+     "the report renders results; it runs no agent and stores nothing"),
+    ("tasks.store", ("tasks.agent", "tasks.report", "flows", "drilldown", "prefect", "anthropic"),
+     "the memory stores what it is given"),
+    ("tasks", ("flows", "drilldown", "prefect"), "units of work are plain Python; flows wrap them"),
+    ("flows", ("drilldown",), "the command line calls the flows, never the other way"),
+]  # fmt: skip
+
+
+@cache
+def graph() -> grimp.ImportGraph:
+    return grimp.build_graph(
+        *PACKAGES,
+        include_external_packages=True,
+        exclude_type_checking_imports=True,
+        cache_dir=None,
+    )
+
+
+def _modules(package: str) -> set[str]:
+    g = graph()
+    return {package} | g.find_descendants(package) if package in g.modules else set()
+
+
+@pytest.mark.parametrize(("importer", "forbidden", "why"), FORBIDDEN, ids=[f[0] for f in FORBIDDEN])
+def test_no_import_runs_the_wrong_way(importer: str, forbidden: tuple[str, ...], why: str) -> None:
+    g = graph()
+    inside = _modules(importer)
+    assert inside, f"{importer} is not a package of the product"
+    broken = []
+    for target in forbidden:
+        targets = _modules(target) if "." in target or target in PACKAGES else {target}
+        for module in sorted(inside):
+            for imported in sorted(g.find_modules_directly_imported_by(module) & targets):
+                if imported in inside:
+                    continue
+                lines = g.get_import_details(importer=module, imported=imported)
+                where = ", ".join(f"line {d['line_number']}" for d in lines) or "?"
+                broken.append(f"{module} imports {imported} ({where})")
+    assert not broken, f"{importer}: {why}:\n" + "\n".join(broken)
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected groups of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(edges):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, children = work[-1]
+            w = next(children, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(edges[w]))))
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                group = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    group.append(w)
+                    if w == v:
+                        break
+                if len(group) > 1:
+                    found.append(sorted(group))
+    return found
+
+
+def test_no_import_cycles() -> None:
+    g = graph()
+    ours = {m for p in PACKAGES for m in _modules(p)}
+    edges = {m: g.find_modules_directly_imported_by(m) & ours for m in ours}
+    assert _cycles(edges) == []
+
+
+def test_the_cycle_check_finds_a_cycle() -> None:
+    edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert _cycles(edges) == [["a", "b", "c"]]
+
+
+def test_the_contract_sees_imports_inside_functions() -> None:
+    """An import inside a function (the CLI reaches the flow only when a command needs it) is
+    an edge like any other: sql_tools once reached up into the engine that way."""
+    g = graph()
+    [detail] = g.get_import_details(importer="drilldown.cli", imported="flows.investigate")
+    assert detail["line_contents"].startswith("from flows import investigate")
