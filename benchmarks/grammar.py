@@ -859,7 +859,7 @@ F1 = (
 
 def build_schemas(root: Path) -> dict[str, Schema]:
     """demo (events joined to users), misc (facts), f1 (data), each loaded by the real loader."""
-    from tasks.load import load_files
+    from tasks.ingest.load import load_files
 
     sources: dict[str, list[Path]] = {}
     demo = root / "demo"
