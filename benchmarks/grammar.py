@@ -14,7 +14,7 @@ models are the hand parser's own helpers, so the two differ only in syntax.
 
 The harness runs a corpus through both parsers on three small DuckDB files built by the real
 loader (the demo events/users, the tests' ``misc`` facts table, the attack catalogue's F1 table):
-the metric and filter strings of ``tests/test_engine_parse.py``, the ARG cases of
+the metric and filter strings of ``tests/engine/test_parse.py``, the ARG cases of
 ``tests/test_attacks.py`` / ``ATTACKS.md`` written as metric or filter text, and filter forms
 users type that are not SQL (``country=US``, ``country in US,GB``, ``name=O'Brien``, values with
 spaces or dashes). Per input it records accept / reject by each parser, whether both produced the
@@ -521,7 +521,7 @@ def _nest(k: int, inner: str = "revenue") -> str:
     return "sum(" + "(" * k + inner + ")" * k + ")"
 
 
-_P = "tests/test_engine_parse.py"
+_P = "tests/engine/test_parse.py"
 _A = "tests/test_attacks.py / ATTACKS.md (as metric or filter text)"
 _U = "user-typed forms that are not SQL"
 
@@ -529,7 +529,7 @@ _U = "user-typed forms that are not SQL"
 def corpus() -> list[Case]:
     """Every metric and filter string of the parse tests, the ARG family, and user forms."""
     cases: list[Case] = []
-    # tests/test_engine_parse.py::test_metric_forms (with each case's table)
+    # tests/engine/test_parse.py::test_metric_forms (with each case's table)
     for text, table in [
         ("sum(revenue)", None),
         ("  AVG ( Revenue ) ", None),
@@ -593,7 +593,7 @@ def corpus() -> list[Case]:
         ],
     )
     cases.append(Case("metric", "sum(revenue)", "demo", "evnts", f"{_P}::unknown table"))
-    # tests/test_engine_parse.py filters
+    # tests/engine/test_parse.py filters
     cases += _cases(
         "filter",
         "demo",

@@ -20,7 +20,7 @@ import pytest
 from sql_tools import Limits, QueryRejected, SqlToolError, ToolContext
 from sql_tools.catalog import ensure_catalog
 from tasks.tools import dispatch
-from tests.conftest import file_digest
+from tests.support.cli import file_digest
 
 F1 = """day,region,product,revenue,orders
 2024-01-01,EU,Widget,100.00,10

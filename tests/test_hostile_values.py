@@ -15,8 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import file_digest
-from tests.test_cli import drilldown
+from tests.support.cli import drilldown, file_digest
 
 ESC = "\x1b"
 ZWSP = "Wid\u200bget"  # looks exactly like Widget

@@ -9,6 +9,10 @@ per-day series used to judge significance.
 
 SQL is built from sqlglot nodes with quoted identifiers and bound parameters; it goes through the
 same guard and time limit as every tool query.
+
+One module of this size because one SQL builder (:class:`_Sql`: the joined source, filters,
+periods and per-leaf statistics) serves the leaves query, the daily series and the segment
+evidence queries, which must compute the same numbers; screening lives in ``screen.py``.
 """
 
 from __future__ import annotations

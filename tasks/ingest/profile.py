@@ -17,6 +17,10 @@ Everything here runs on the loader's writer connection, inside the loader's tran
 commits or rolls back, every result is fetched completely (DuckDB 2.0 refuses relation work on a
 connection with a pending result), and no query is issued that could fail on valid data (a
 failed statement would abort the caller's transaction).
+
+One module of this size because the profile's single scan is built column by column from the
+same per-kind rules the join-key check and the notes read back; split, each part would restate
+them.
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ functions, so importing this module stays cheap.
 
 Text from the data (segment values, column names) is drawn as plain text: mathtext (``$...$``) is
 off, and control, zero-width and direction characters are drawn as escapes (``Wid\\u200bget``).
+
+One module of this size because both charts share the figure setup, the text escaping, the
+colour and number rules and the per-day query; each chart alone is about 200 lines.
 """
 
 from __future__ import annotations

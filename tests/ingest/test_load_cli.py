@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import file_digest
-from tests.test_cli import drilldown, tool
+from tests.support.cli import drilldown, file_digest, tool
 
 EARLY_ROWS = 30_000  # well past DuckDB's 20,480-row type sample
 BIG_ROWS = 150_000  # enough for DuckDB to write blocks to the file before it commits

@@ -28,7 +28,7 @@ from tasks.engine.parse import (
 )
 from tasks.engine.spec import DateRange
 
-DEMO = Path(__file__).resolve().parent.parent / "data" / "demo"
+DEMO = Path(__file__).resolve().parents[2] / "data" / "demo"
 WEEK_BEFORE = "2024-03-18:2024-03-24"
 LAST_WEEK = "2024-03-25..2024-03-31"
 DEMO_DIMS = ["platform", "app_version", "country", "users.plan", "users.signup_channel"]

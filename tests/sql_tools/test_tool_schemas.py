@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tasks.tools import TOOLS, anthropic_tools
 
-SNAPSHOT = Path(__file__).parent / "snapshots" / "tool_schemas.json"
+SNAPSHOT = Path(__file__).resolve().parents[1] / "snapshots" / "tool_schemas.json"
 
 
 def test_tool_definitions_match_snapshot():

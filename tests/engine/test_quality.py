@@ -35,7 +35,7 @@ from tasks.engine.spec import Aggregate, DateRange, Metric, Periods, Question
 from tasks.ingest.load import load_files
 from tasks.report.markdown import render
 
-SCENARIOS = Path(__file__).resolve().parent.parent / "data" / "scenarios"
+SCENARIOS = Path(__file__).resolve().parents[2] / "data" / "scenarios"
 BASELINE = DateRange(start=date(2024, 3, 4), end=date(2024, 3, 10))
 COMPARISON = DateRange(start=date(2024, 3, 11), end=date(2024, 3, 17))
 REGIONS = ("EU", "US", "APAC")

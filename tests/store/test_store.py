@@ -12,7 +12,7 @@ from tasks.store import RecordRejected, StoreError, memory_text
 from tasks.store.base import memory_document
 from tasks.store.history import format_history, similar_investigations
 from tasks.store.models import DataIdentity
-from tests.store_fixtures import TABLES, android_dau_drop, de_signup_drop, ios_revenue_drop
+from tests.support.records import TABLES, android_dau_drop, de_signup_drop, ios_revenue_drop
 
 ONE_EACH = dict.fromkeys(TABLES, 1)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "data" / "demo"
 QUESTION = dict(
     data=[str(DEMO / "events.csv"), str(DEMO / "users.csv")],

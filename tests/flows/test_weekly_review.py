@@ -22,9 +22,9 @@ from flows.weekly_review import (
     render_summary,
     review_periods,
 )
-from tests.fake_storage import FakeStorage
+from tests.support.fake_storage import FakeStorage
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "metrics.yaml"
 NOISE = ROOT / "data" / "scenarios" / "pure_noise"
 DEMO = ROOT / "data" / "demo"

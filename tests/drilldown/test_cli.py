@@ -3,32 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import file_digest
+from tests.support.cli import ROOT, drilldown, file_digest, tool
 
-ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "data" / "demo"
 LAST_WEEK = {"start": "2024-03-25", "end": "2024-03-31"}
 WEEK_BEFORE = {"start": "2024-03-18", "end": "2024-03-24"}
-
-
-def drilldown(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
-    return subprocess.run(
-        [sys.executable, "-m", "drilldown.cli", *args],
-        capture_output=True,
-        text=True,
-        input=stdin,
-        cwd=ROOT,
-        env=env,
-        timeout=300,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -40,12 +24,6 @@ def demo_db(tmp_path_factory) -> Path:
     assert "loaded    users: 800 rows, 4 columns" in proc.stdout
     assert "skipped" in proc.stdout and "generate.py" in proc.stdout
     return db
-
-
-def tool(db: Path, name: str, args: dict | str) -> tuple[int, dict]:
-    raw = args if isinstance(args, str) else json.dumps(args)
-    proc = drilldown("tool", name, "--db", str(db), "--args", raw)
-    return proc.returncode, json.loads(proc.stdout)
 
 
 def test_compare_periods_finds_the_planted_segment(demo_db):

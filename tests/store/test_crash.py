@@ -10,9 +10,9 @@ import threading
 from pathlib import Path
 
 from tasks.store import DuckDBStore
-from tests.store_fixtures import ios_revenue_drop
+from tests.support.records import ios_revenue_drop
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # Saves a record, pausing at one write step (reported on stdout) so the test can kill it there.
 CHILD = """

@@ -19,7 +19,7 @@ from tasks.ingest.storage import (
     parse_storage_url,
     storage_client,
 )
-from tests.fake_storage import FakeStorage
+from tests.support.fake_storage import FakeStorage
 
 EVENTS = b"date,platform,revenue\n2024-03-18,ios,10\n2024-03-25,ios,4\n"
 USERS = b"user_id,plan\n1,free\n2,pro\n"

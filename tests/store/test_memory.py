@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 IOS_52 = {"platform": "ios", "app_version": "5.2"}
 DEMO = ROOT / "data" / "demo"
 QUESTION = [

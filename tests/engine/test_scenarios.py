@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.report_tables import SEGMENT_SECTIONS, md_tables, named_twice, one_precision
+from tests.support.report_tables import SEGMENT_SECTIONS, md_tables, named_twice, one_precision
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ROOT / "data" / "scenarios"
 NAMES = sorted(p.parent.name for p in SCENARIOS.glob("*/expected.json"))
 # the script that writes each scenario folder

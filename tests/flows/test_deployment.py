@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PREFECT = str(Path(sys.executable).with_name("prefect"))
 IOS_52 = {"platform": "ios", "app_version": "5.2"}
 

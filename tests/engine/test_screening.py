@@ -23,7 +23,7 @@ from tasks.engine.search import Groups
 from tasks.ingest.load import load_files
 from tasks.report.markdown import render
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ROOT / "data" / "scenarios"
 
 

@@ -22,8 +22,8 @@ from tasks.store import (
     flush_outbox,
     store_from_config,
 )
-from tests.conftest_pg import migration_files
-from tests.store_fixtures import TABLES, android_dau_drop, de_signup_drop, ios_revenue_drop
+from tests.support.postgres import migration_files
+from tests.support.records import TABLES, android_dau_drop, de_signup_drop, ios_revenue_drop
 
 
 def closed_port_dsn() -> str:
@@ -252,7 +252,7 @@ def test_every_backend_satisfies_the_store_interface(tmp_path: Path, writer_dsn,
 
 
 def test_a_database_of_the_first_migration_is_upgraded_keeping_what_it_holds(pg_server, embedder):
-    from tests.conftest_pg import ROLES_SQL
+    from tests.support.postgres import ROLES_SQL
 
     name = "t_upgrade_" + uuid.uuid4().hex[:8]
     with psycopg.connect(pg_server.admin_uri(), autocommit=True) as c:

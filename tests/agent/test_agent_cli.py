@@ -17,7 +17,7 @@ from typing import Any
 
 from tests.test_hostile_values import LINK, PRODUCTS, RLO, ZWSP, weeks_csv
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BLOCK = re.compile(r"<(untrusted-data-[0-9a-f]{12}) source=\"[^\"]*\">\n(.*)\n</\1>", re.S)
 PERIODS = {
     "time_column": "date",

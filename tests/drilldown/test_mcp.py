@@ -24,9 +24,9 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from sql_tools import ToolContext
 from sql_tools.registry import input_schema
 from tasks.tools import TOOLS
-from tests.conftest import file_digest
+from tests.support.cli import file_digest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ENV = {"PYTHONPATH": str(ROOT), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
 SESSION_TIMEOUT_S = 60
 COMPARE = {

@@ -19,7 +19,7 @@ from tasks.store.embed import (
     WordLlamaEmbedder,
     embedder_from_config,
 )
-from tests.store_fixtures import de_signup_drop, ios_revenue_drop
+from tests.support.records import de_signup_drop, ios_revenue_drop
 
 
 def test_wordllama_loads_its_bundled_weights_without_network(monkeypatch):

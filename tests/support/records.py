@@ -1,21 +1,13 @@
-"""Store fixtures: the same tests run on the embedded DuckDB store and on real Postgres + pgvector.
-
-Investigations used across the store tests are built here: a revenue drop on iOS 5.2, a signup drop
+"""Investigations used across the store tests: a revenue drop on iOS 5.2, a signup drop
 in Germany and a DAU drop on Android, with hypotheses, an evidence ledger and findings.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import psycopg
-import pytest
-
-from tasks.store import DuckDBStore, InvestigationRecord, PostgresStore
-from tasks.store.embed import WordLlamaEmbedder
+from tasks.store import InvestigationRecord
 
 TABLES = ("investigations", "hypotheses", "evidence", "findings", "reports", "memory_documents")
 
@@ -133,62 +125,3 @@ def android_dau_drop(**changes: Any) -> InvestigationRecord:
     }  # fmt: skip
     data.update(changes)
     return InvestigationRecord(**data)
-
-
-@pytest.fixture(scope="session")
-def embedder() -> WordLlamaEmbedder:
-    """The offline embedder, loaded once."""
-    return WordLlamaEmbedder()
-
-
-@dataclass
-class Backend:
-    """One store backend under test: how to open its store and count what it holds."""
-
-    name: str
-    open: Callable[[], DuckDBStore | PostgresStore]
-    counts: Callable[[], dict[str, int]]
-    admin_dsn: str | None = None
-
-
-@pytest.fixture(params=["duckdb", "postgres"])
-def backend(request: pytest.FixtureRequest, tmp_path, embedder) -> Iterator[Backend]:
-    """The store backends, each empty; stores opened through it are closed afterwards."""
-    opened: list[Any] = []
-    if request.param == "duckdb":
-        path = tmp_path / "store.duckdb"
-
-        def open_duck() -> DuckDBStore:
-            store = DuckDBStore(path, embedder=embedder)
-            opened.append(store)
-            return store
-
-        def duck_counts() -> dict[str, int]:
-            live = [s for s in opened if s._con is not None]
-            store = live[-1] if live else open_duck()
-            return store.table_counts()
-
-        yield Backend("duckdb", open_duck, duck_counts)
-    else:
-        server = request.getfixturevalue("pg_server")
-        db = request.getfixturevalue("pg_db")
-        admin = server.admin_uri(db)
-
-        def open_pg() -> PostgresStore:
-            store = PostgresStore(server.writer_dsn(db), embedder=embedder)
-            opened.append(store)
-            return store
-
-        def pg_counts() -> dict[str, int]:
-            with psycopg.connect(admin) as c:
-                return {t: c.execute(f"select count(*) from {t}").fetchone()[0] for t in TABLES}
-
-        yield Backend("postgres", open_pg, pg_counts, admin_dsn=admin)
-    for store in opened:
-        store.close()
-
-
-@pytest.fixture
-def store(backend: Backend) -> DuckDBStore | PostgresStore:
-    """An empty store on each backend."""
-    return backend.open()

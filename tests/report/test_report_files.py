@@ -22,7 +22,7 @@ from tasks.engine.result import Explanation
 from tasks.report.charts import daily_series, waterfall_bars
 from tasks.report.files import charts_markdown, render_html, write_report_files
 from tasks.report.markdown import fmt, render, segment_text
-from tests.report_tables import (
+from tests.support.report_tables import (
     SEGMENT_SECTIONS,
     html_tables,
     md_tables,
@@ -30,7 +30,7 @@ from tests.report_tables import (
     one_precision,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "data" / "demo"
 DEMO_WEEKS = ("2024-03-18:2024-03-24", "2024-03-25:2024-03-31")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

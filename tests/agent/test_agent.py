@@ -28,7 +28,7 @@ from tasks.agent.session import Session
 from tasks.engine import analyze
 from tasks.engine.parse import build_question
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "data" / "demo"
 PERIODS = {
     "time_column": "date",

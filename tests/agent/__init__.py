@@ -1,0 +1,1 @@
+"""The agent (``tasks/agent/``)."""

@@ -1,0 +1,1 @@
+"""The engine (``tasks/engine/``)."""

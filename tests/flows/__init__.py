@@ -1,0 +1,1 @@
+"""The flows and their Prefect tasks (``flows/``)."""

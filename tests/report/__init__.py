@@ -1,0 +1,1 @@
+"""The report (``tasks/report/``)."""

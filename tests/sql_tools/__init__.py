@@ -1,0 +1,1 @@
+"""The SQL tools (``sql_tools/``)."""

@@ -1,0 +1,1 @@
+"""The memory store (``tasks/store/``)."""

@@ -1,0 +1,1 @@
+"""Helpers the tests share that are not fixtures (the fixtures are in ``tests/conftest.py``)."""
