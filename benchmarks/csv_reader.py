@@ -2,17 +2,17 @@
 
 ``python -m benchmarks.csv_reader [--rows 1M,5M] [--repeat 3] [--skip-speed] [--only ID,..]``
 
-Cases: every malformed or hostile file of ``tests/test_load_malformed.py`` (the bytes are
+Cases: every malformed or hostile file of ``tests/ingest/test_load_malformed.py`` (the bytes are
 re-created here, named after their test; the two Parquet tests are left out: they do not go
 through the CSV path) and the CSV cases of ``ATTACKS.md`` (CSV-01..CSV-11) that the tests do not
 already hold byte for byte. Each file is read by
 
-* ``product``: ``tasks.load.load_files`` into a fresh database file;
+* ``product``: ``tasks.ingest.load.load_files`` into a fresh database file;
 * ``auto``: ``read_csv(path, strict_mode=true, header=true)`` (DuckDB sniffs the dialect);
 * ``auto_rejects``: the same with ``store_rejects=true``, reading ``reject_errors``;
 * ``pinned``: DuckDB with the dialect pinned as a DuckDB-only loader would pin it:
   ``auto_detect=false``, ``columns`` = as many VARCHAR columns as line 1 has fields,
-  ``delim`` and ``encoding`` from the product's head sniffers (``tasks._sniff``, which look at
+  ``delim`` and ``encoding`` from the product's head sniffers (``tasks.ingest._sniff``, which look at
   the first bytes only and are not the checker; cp1252 is passed as ``latin-1``, the nearest
   encoding DuckDB has built in), ``quote``/``escape`` ``"``, ``strict_mode=true``,
   ``null_padding=false``, ``ignore_errors=false``, ``max_line_size`` = ``max_field_bytes``;
@@ -54,9 +54,9 @@ import duckdb
 from benchmarks._machine import machine_facts, machine_line
 from benchmarks.scale import ensure_data, parse_rows, rows_label
 from sql_tools._errors import LoadError
-from tasks._csv import scan_csv
-from tasks._sniff import detect_delimiter, detect_encoding, encoding_label
-from tasks.load import LoadOptions, load_files
+from tasks.ingest._csv import scan_csv
+from tasks.ingest._sniff import detect_delimiter, detect_encoding, encoding_label
+from tasks.ingest.load import LoadOptions, load_files
 
 GOOD = b"id,region,amount\n1,EU,10.5\n2,US,7\n"
 READERS = ("auto", "auto_rejects", "pinned", "pinned_rejects")
@@ -451,7 +451,7 @@ def _duck_encoding(codec: str) -> str:
 
 def pinned_dialect(path: Path, options: dict[str, Any]) -> dict[str, Any]:
     """What a DuckDB-only loader would pin, using only the product's head sniffers
-    (``tasks._sniff``: encoding by BOM/NUL pattern, delimiter): the encoding, the delimiter,
+    (``tasks.ingest._sniff``: encoding by BOM/NUL pattern, delimiter): the encoding, the delimiter,
     the column count of line 1, ``max_line_size`` = ``max_field_bytes``."""
     head, complete = _head(path)
     requested = options.get("encoding")
