@@ -15,8 +15,8 @@ the run's one read-only connection), handed from step to step and closed at the 
 from __future__ import annotations
 
 import concurrent.futures as cf
-import hashlib
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from flows import steps
 from sql_tools.output import printable
 from tasks.agent.steps import unavailable
 from tasks.ingest import storage
-from tasks.run import Progress, Run, data_hash, fingerprint_hash, stderr_line
+from tasks.run import Progress, Run
 
 
 class Request(BaseModel):
@@ -114,11 +114,7 @@ def investigation(
     offline = req.offline or (client is None and not os.environ.get("ANTHROPIC_API_KEY"))
     source = _source_name(req.source)
     db = _load(req.data, req.db, req.out)
-    data = data_hash(db)
-    if req.metrics_file:  # a named metric's definition is part of what is cached on
-        data = fingerprint_hash({"data": data, "metrics": _file_hash(req.metrics_file)})
-    run = Run(db, req.question(), data, source=source, say=_say, progress=progress,
-              client=client, config=config)  # fmt: skip
+    run = Run(db, req.question(), source=source, progress=progress, client=client, config=config)
     with run:
         explanation = _call(steps.decompose, run)
         history = _call(steps.recall_history, run, explanation) if req.remember else None
@@ -163,7 +159,7 @@ def _say(message: str) -> None:
 
         get_run_logger().info(printable(message))
     else:
-        stderr_line(message)
+        print(printable(message), file=sys.stderr)
 
 
 def _source_name(source: str | None) -> str | None:
@@ -174,13 +170,6 @@ def _source_name(source: str | None) -> str | None:
     if not 1 <= len(name) <= 1000:
         raise ValueError(f"a source name has 1 to 1000 characters, got {source[:80]!r}")
     return name
-
-
-def _file_hash(path: str) -> str:
-    try:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    except OSError:
-        return "unreadable"  # build_question reports the file itself
 
 
 def _who(run: Run, planned: dict[str, Any], req: Request) -> str:

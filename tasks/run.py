@@ -14,14 +14,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from sql_tools._context import ToolContext
-from sql_tools.output import printable
 from tasks.engine import Analysis, analyze
 from tasks.engine.spec import Question
 
@@ -56,16 +54,19 @@ def question_of(ctx: ToolContext, qargs: dict[str, Any]) -> Question:
     return build_question(ctx.schema, **args)
 
 
-def stderr_line(message: str) -> None:
-    """A progress line on standard error, hidden characters escaped."""
-    print(printable(message), file=sys.stderr)
+def _file_hash(path: str | Path) -> str:
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return "unreadable"  # build_question reports the file itself
 
 
 class Run:
     """One investigation: ``db`` and the question's arguments ``qargs`` (as ``drilldown
-    investigate`` takes them), the data's content hash ``data`` (computed when not given),
-    the data's ``source`` name, where progress goes, and optionally the Claude ``client`` and
-    agent ``config`` to use (default: from the environment).
+    investigate`` takes them), the data's identity ``data`` (when not given: the loaded files'
+    hashes, and the named-metrics file's when the question reads one), the data's ``source``
+    name, the ``progress`` callback, and optionally the Claude ``client`` and agent ``config`` to
+    use (default: from the environment).
 
     Use it as a context manager, or call :meth:`close`: the run owns its connection.
     """
@@ -77,16 +78,13 @@ class Run:
         data: str | None = None,
         *,
         source: str | None = None,
-        say: Callable[[str], None] = stderr_line,
         progress: Progress | None = None,
         client: Any = None,
         config: Any = None,
     ) -> None:
         self.db = str(Path(db).resolve())
         self.qargs = dict(qargs)
-        self.data = data or data_hash(self.db)
         self.source = source
-        self.say = say
         self.progress = progress
         self.client = client
         self.config = config
@@ -95,10 +93,24 @@ class Run:
         self._question: Question | None = None
         self._analysis: Analysis | None = None
         self._closed = False
+        try:
+            self.data = data or self._identity_hash()
+        except BaseException:
+            self.close()
+            raise
+
+    def _identity_hash(self) -> str:
+        """The loaded files' hashes, with the named-metrics file's when the question reads one
+        (a named metric's definition is part of what a cached result depends on)."""
+        data = fingerprint_hash(fingerprint(self.ctx))
+        metrics_file = self.qargs.get("metrics_file")
+        if metrics_file:
+            data = fingerprint_hash({"data": data, "metrics": _file_hash(metrics_file)})
+        return data
 
     def identity(self) -> dict[str, Any]:
         """What a cached step's result depends on: the database, the question, the data."""
-        return {"db": self.db, "qargs": self.qargs, "data": self.data, "source": self.source}
+        return {"db": self.db, "qargs": self.qargs, "data": self.data}
 
     @property
     def ctx(self) -> ToolContext:
