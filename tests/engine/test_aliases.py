@@ -163,8 +163,8 @@ def test_the_gate_accepts_a_finding_under_any_name_and_keeps_one(make_db):
 
 def test_overlapping_root_causes_say_so():
     """Shares above the whole change come with a note naming the root causes that share rows."""
-    from tasks.engine.explain import _overlap_notes
     from tasks.engine.result import Segment
+    from tasks.engine.segments import _overlap_notes
 
     a = Segment(segment={"platform": "ios"}, contribution=-80.0, share=0.8)
     b = Segment(segment={"country": "US"}, contribution=-60.0, share=0.6)

@@ -1,0 +1,86 @@
+"""Query 1, coverage: the first and last day with data -> ``partial_period``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date
+
+from sqlglot import exp
+
+from sql_tools._context import QueryOutput
+from sql_tools.catalog import jsonable
+from tasks.engine.quality._scope import WHICH, Which, _as_day, _evidence, _iso, _Query, _Scope
+from tasks.engine.result import DataQualityIssue
+
+
+@dataclass
+class _Coverage:
+    """First and last day with data (after filters) and the partial-period issues."""
+
+    first: date | None
+    last: date | None
+    issues: list[DataQualityIssue] = field(default_factory=list)
+
+
+def _coverage(scope: _Scope) -> _Coverage:
+    """First and last day with data; a period the data covers only partly (or not at all)."""
+    assert scope.time is not None
+    q = _Query(scope)
+    t = q.col(scope.time)
+    sel = exp.select(
+        exp.Min(this=t).as_("first"),
+        exp.Max(this=t.copy()).as_("last"),
+        exp.Count(this=t.copy()).as_("rows"),
+    )
+    out = q.run(q.base(sel).where(q.where()), max_rows=1)
+    cov = _Coverage(_as_day(out.rows[0][0]), _as_day(out.rows[0][1]))
+    for which in WHICH:
+        issue = _partial(scope, which, cov, out)
+        if issue is not None:
+            cov.issues.append(issue)
+    return cov
+
+
+def _partial(
+    scope: _Scope, which: Which, cov: _Coverage, out: QueryOutput
+) -> DataQualityIssue | None:
+    """The ``partial_period`` issue of one period, or None when the data covers it fully."""
+    assert scope.time is not None
+    r = scope.range(which)
+    covered = 0
+    if cov.first is not None and cov.last is not None:
+        lo, hi = max(r.start, cov.first), min(r.end, cov.last)
+        covered = max((hi - lo).days + 1, 0)
+    if covered == r.days:
+        return None
+    col = scope.time.ref
+    if cov.first is None:
+        span = f"no rows of {scope.table!r} match the metric's filters"
+    else:
+        span = f"the data in {col!r} runs from {cov.first} to {cov.last}"
+    if covered == 0:
+        message = f"The {which} period {r.label} has no data at all: {span}."
+    else:
+        message = (
+            f"The {which} period {r.label} is only partly covered: {span}, so only {covered} "
+            f"of its {r.days} days have data and its total is understated."
+        )
+    first, last, rows = out.rows[0]
+    return DataQualityIssue(
+        kind="partial_period",
+        message=message,
+        severity="error" if covered == 0 else "warning",
+        column=col,
+        period=which,
+        details={
+            "period": r.label,
+            "covered_days": covered,
+            "total_days": r.days,
+            "coverage": covered / r.days,
+            "data_first": _iso(cov.first),
+            "data_last": _iso(cov.last),
+        },
+        evidence=_evidence(
+            scope, "partial_period", out, first=jsonable(first), last=jsonable(last), rows=rows
+        ),
+    )

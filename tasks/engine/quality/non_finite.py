@@ -1,0 +1,87 @@
+"""Query 5, NaN, Infinity and -Infinity per period in the metric's floating-point columns ->
+``non_finite_values``."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from sqlglot import exp
+
+from sql_tools._context import Column
+from sql_tools._sql import may_be_non_finite, non_finite_counts, non_finite_text
+from tasks.engine.quality._scope import WHICH, _evidence, _Query, _Scope
+from tasks.engine.result import DataQualityIssue
+
+_NON_FINITE_KINDS = ("nan", "infinity", "minus_infinity")
+
+
+def _non_finite(scope: _Scope) -> list[DataQualityIssue]:
+    """NaN and ±Infinity in the metric's floating-point columns, per period (one query, only
+    for a column whose load-time profile does not rule them out).
+
+    The engine leaves such values out of the metric, as it leaves out NULLs; a SQL tool's sum,
+    average, minimum or maximum over them is not a number and comes back null. Either way the
+    reader has to know they are there.
+    """
+    columns = [
+        c for c in scope.metric_columns if may_be_non_finite(c) and not _all_finite(scope, c)
+    ]
+    if not columns:
+        return []
+    q = _Query(scope)
+    exprs = [
+        count.as_(f"{which}_{kind}_{i}")
+        for i, col in enumerate(columns)
+        for which in WHICH
+        for kind, count in zip(
+            _NON_FINITE_KINDS, non_finite_counts(q.col(col), q.in_period(which)), strict=True
+        )
+    ]
+    out = q.run(q.base(exp.select(*exprs)).where(q.where(q.in_either())), max_rows=1)
+    row = dict(zip(out.columns, out.rows[0], strict=True))
+    issues = []
+    for i, col in enumerate(columns):
+        found = {w: [int(row[f"{w}_{k}_{i}"]) for k in _NON_FINITE_KINDS] for w in WHICH}
+        per_period = {w: sum(found[w]) for w in WHICH}
+        if not any(per_period.values()):
+            continue
+        both = [b + c for b, c in zip(found["baseline"], found["comparison"], strict=True)]
+        message = (
+            f"Column {col.ref!r} holds {non_finite_text(*both)}: {per_period['baseline']:,} in "
+            f"the baseline, {per_period['comparison']:,} in the comparison. The metric leaves "
+            "them out, like missing values; a SQL tool's sum or average over them comes back "
+            "null."
+        )
+        details: dict[str, Any] = {}
+        for w in WHICH:
+            details |= {f"{w}_{k}": n for k, n in zip(_NON_FINITE_KINDS, found[w], strict=True)}
+        issues.append(
+            DataQualityIssue(
+                kind="non_finite_values",
+                message=message,
+                severity="warning",
+                column=col.ref,
+                period="comparison"
+                if per_period["comparison"] >= per_period["baseline"]
+                else "baseline",
+                details=details,
+                evidence=_evidence(
+                    scope,
+                    "non_finite_values",
+                    out,
+                    {"columns": [c.ref for c in columns]},
+                    column=col.ref,
+                ),
+            )
+        )
+    return issues
+
+
+def _all_finite(scope: _Scope, col: Column) -> bool:
+    """True when the column's profile (over every row, at load) has a finite minimum and
+    maximum: DuckDB sorts NaN above +Infinity, so the column then holds no NaN or ±Infinity."""
+    prof = scope.ctx.schema.column_profile(col)
+    return prof is not None and all(
+        isinstance(v, int | float) and math.isfinite(v) for v in (prof.min, prof.max)
+    )
