@@ -6,8 +6,9 @@ these in tasks). From the bottom up, each may import the ones before it and ``sq
 - ``tools.py``: the product's tool registry (the SQL tools plus the engine's tool).
 - ``run.py``: one investigation's state, handed from step to step.
 - ``agent/``, ``report/``, ``store/``: hypotheses and their investigation; result.json, report
-  and charts; the memory of past investigations. None of the three imports another's modules
-  except ``agent`` and ``report`` reading the engine's result models.
+  and charts; the memory of past investigations. The agent imports neither of the others; the
+  report reads the agent's ledger and models but runs no agent and stores nothing; the store
+  stores what it is given.
 
 ``tests/test_layout.py`` holds these rules.
 """
