@@ -507,8 +507,9 @@ INJECTED = (
 
 def test_prompt_injection_in_a_csv_cell_stays_data(tmp_path, monkeypatch):
     """PI-01/02/04/05: the cell reaches the model only inside a data block; a model that obeys
-    it gets an unknown-column error, an unverified-evidence error for APAC, and the report
-    shows no link, image or HTML; no key reaches any request."""
+    it gets an unknown-column error, an unverified-evidence error for APAC, and the written
+    report (md and html) shows no outside link, image or HTML, only its own charts; no key
+    reaches any request or output."""
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-api03-CANARY-7Q2")
     csv = tmp_path / "data.csv"
     csv.write_text(INJECTED)
