@@ -4,7 +4,7 @@
 
 Each case (``<case>.json`` + ``<case>.csv[.gz]``, see the data's README) is loaded with the
 product's loader into a fresh DuckDB file in a temporary directory and investigated with
-``tasks.engine.explain_change``: metric from the case (``sum(value)``, or a ratio of two sums),
+``tasks.engine.explain.explain_change``: metric from the case (``sum(value)``, or a ratio of two sums),
 periods = the ``period`` column's ``baseline`` and ``comparison`` labels, dimensions = the case's,
 ``max_depth`` = the product's default (or ``--max-depth``), ``min_support`` = 0. The
 prediction is the list of root-cause segments; it is scored element-level exact match, micro-F1
@@ -35,7 +35,7 @@ from typing import Any
 from benchmarks._machine import machine_facts, machine_line
 from benchmarks.rca_score import canonical_set, case_counts, micro_scores
 
-DEFAULT_PREDICTOR = "tasks.engine:explain_change"
+DEFAULT_PREDICTOR = "tasks.engine.explain:explain_change"
 TABLE = "cube"
 
 # Best published micro-F1 per dataset, from the data's README (full datasets, authors' code).

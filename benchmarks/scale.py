@@ -16,7 +16,7 @@ its one child (``getrusage(RUSAGE_CHILDREN).ru_maxrss``):
   --baseline ... --comparison ... --offline --out <fresh dir>``, the command a user runs (load +
   explain + report). Checks that the planted cause is the first root cause of ``result.json``.
 * ``api``: the same through the library, timed in parts: ``tasks.ingest.load.load_files`` into a fresh
-  DuckDB file, then ``tasks.engine.explain_change`` (all dimensions, engine defaults).
+  DuckDB file, then ``tasks.engine.explain.explain_change`` (all dimensions, engine defaults).
 * ``wisepizza``: ``wise_pizza.explain_changes_in_totals`` (lasso, ``how="totals"``,
   ``max_depth=2``) on the same rows: pandas reads both CSVs, joins users, keeps the two weeks and
   aggregates revenue and row counts by the eight dimensions; then wise-pizza. Reported with and
@@ -393,7 +393,7 @@ def child_api(
 ) -> dict[str, Any]:
     """Load, then explain; writes ``out`` after the load too, so a failed explain keeps it."""
     from sql_tools._context import Limits, ToolContext
-    from tasks.engine import explain_change
+    from tasks.engine.explain import explain_change
     from tasks.engine.spec import Aggregate, DateRange, Metric, Periods, Question
     from tasks.ingest.load import load_files
 

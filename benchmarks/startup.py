@@ -1,7 +1,8 @@
 """Start-up and demo time of the command line, against another checkout in the same run.
 
 ``python -m benchmarks.startup --before /path/to/other/checkout`` times ``drilldown investigate
---help`` and ``drilldown demo`` (offline, the bundled data), alternating between this checkout and
+--help``, ``drilldown demo`` (offline, the bundled data) and one ``drilldown tool
+metric_describe`` call on the demo's database, alternating between this checkout and
 the other one so that both see the same machine, and checks that both demos give the same answer
 (result.json with timings and run ids aside, floats to 9 digits; report.md). The other checkout
 is run with this interpreter and the other checkout as working directory (its own modules win);
@@ -63,7 +64,8 @@ def main() -> None:
         "before": (args.before.resolve(), args.before_module),
         "after": (ROOT, "drilldown.cli"),
     }
-    times: dict[str, dict[str, list[float]]] = {s: {"help": [], "demo": []} for s in sides}
+    kinds = ("help", "demo", "tool")
+    times: dict[str, dict[str, list[float]]] = {s: {k: [] for k in kinds} for s in sides}
     work = Path(tempfile.mkdtemp(prefix="drilldown-startup-"))
     try:
         for _ in range(args.rounds):
@@ -75,6 +77,12 @@ def main() -> None:
                 shutil.rmtree(out, ignore_errors=True)
                 times[side]["demo"].append(timed(cwd, module, "demo", "--out", str(out)))
         identical = same_answer(work / "before", work / "after")
+        for _ in range(args.rounds):
+            for side, (cwd, module) in sides.items():
+                db = str(work / side / "data.duckdb")
+                times[side]["tool"].append(
+                    timed(cwd, module, "tool", "metric_describe", "--db", db)
+                )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     report = {"identical_demo_answer": identical, "sides": {}}
@@ -83,7 +91,7 @@ def main() -> None:
             k: {"median_s": round(statistics.median(v), 3), "min_s": round(min(v), 3), "runs": v}
             for k, v in t.items()
         }
-    for k in ("help", "demo"):
+    for k in kinds:
         b, a = (report["sides"][s][k]["median_s"] for s in ("before", "after"))
         report[f"{k}_ratio_after_before"] = round(a / b, 3)
         print(f"{k:5} before {b:.3f} s, after {a:.3f} s (median), ratio {a / b:.3f}")

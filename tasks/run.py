@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from sql_tools._context import ToolContext
-from tasks.engine import Analysis, analyze
+from tasks.engine.explain import Analysis, analyze
 from tasks.engine.spec import Question
 
 Progress = Callable[[int, int, dict[str, Any]], None]

@@ -34,8 +34,8 @@ from tasks import tools as registry
 from tasks.agent.ledger import Ledger, capped, same_result
 from tasks.agent.models import Category, Finding
 from tasks.agent.untrusted import clean
-from tasks.engine import Analysis
 from tasks.engine import cube as cube_mod
+from tasks.engine.explain import Analysis
 from tasks.engine.spec import Question
 
 SegmentValue = str | int | float | bool | None

@@ -26,8 +26,7 @@ from tasks.agent.models import Finding, Hypothesis, LedgerEntry, Outcome, Usage
 from tasks.agent.planner import offline_hypotheses, plan_hypothesis
 from tasks.agent.session import Session
 from tasks.agent.untrusted import data_block
-from tasks.engine import Analysis
-from tasks.engine.explain import compare_arguments
+from tasks.engine.explain import Analysis, compare_arguments
 from tasks.engine.spec import Question
 
 

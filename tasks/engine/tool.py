@@ -15,8 +15,6 @@ from sql_tools._context import ToolContext
 from sql_tools._errors import ToolInputError
 from sql_tools._sql import Filter, StrictModel
 from sql_tools.compare_periods import Period, PeriodColumnArg, TimeColumnArg
-from tasks.engine.explain import explain_change
-from tasks.engine.parse import build_question
 
 MAX_LISTED = 5
 
@@ -100,6 +98,12 @@ def _period_text(p: Period, which: str, by_label: bool) -> str:
 
 def explain(ctx: ToolContext, inp: ExplainChangeInput) -> ExplainChangeResult:
     """Run the engine on ``ctx`` (read-only, guarded, time-limited like every tool)."""
+    # The engine (its parser and numerical stack) loads when this tool runs, not when the
+    # registry is built: ``drilldown tool`` with another tool, and ``drilldown tools``, start
+    # without it.
+    from tasks.engine.explain import explain_change
+    from tasks.engine.parse import build_question
+
     q = build_question(
         ctx.schema,
         metric=inp.metric,

@@ -25,7 +25,7 @@ from tasks.agent.ledger import Ledger
 from tasks.agent.loop import run_hypothesis
 from tasks.agent.models import Budget, Hypothesis, Usage
 from tasks.agent.session import Session
-from tasks.engine import analyze
+from tasks.engine.explain import analyze
 from tasks.engine.parse import build_question
 
 ROOT = Path(__file__).resolve().parents[2]

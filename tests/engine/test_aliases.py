@@ -19,7 +19,7 @@ from tasks.agent.gate import Gate
 from tasks.agent.ledger import Ledger
 from tasks.agent.models import Budget, Hypothesis
 from tasks.agent.session import Session
-from tasks.engine import analyze
+from tasks.engine.explain import analyze
 from tasks.engine.parse import build_question
 
 VERSIONS = {"ios": ("1.1", "1.2"), "android": ("1.1", "1.2"), "web": ("web",)}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from sql_tools import ToolContext
-from tasks.engine import explain_change
+from tasks.engine.explain import explain_change
 from tasks.engine.parse import build_question
 
 

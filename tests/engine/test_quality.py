@@ -26,8 +26,8 @@ from tasks.agent.ledger import Ledger
 from tasks.agent.models import Budget, Hypothesis
 from tasks.agent.run import investigate_one, plan
 from tasks.agent.session import Session
-from tasks.engine import analyze, quality
-from tasks.engine.explain import compare_arguments
+from tasks.engine import quality
+from tasks.engine.explain import analyze, compare_arguments
 from tasks.engine.parse import build_question
 from tasks.engine.quality import check_quality, two_proportion_p
 from tasks.engine.result import DataQualityIssue, Explanation

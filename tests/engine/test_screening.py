@@ -16,8 +16,8 @@ import pytest
 
 from sql_tools import ToolContext
 from tasks.engine import cube as cube_mod
-from tasks.engine import explain_change
 from tasks.engine import screen as screen_mod
+from tasks.engine.explain import explain_change
 from tasks.engine.parse import build_question
 from tasks.engine.search import Groups
 from tasks.ingest.load import load_files
