@@ -53,19 +53,16 @@ from tasks.engine.parse import (
     MAX_METRIC_CHARS,
     METRIC_CODE,
     _Agg,
-    _aggregate,
     _check_arity,
     _Expr,
     _filter_error,
+    _filter_from,
     _FilterSyntax,
-    _infer_table,
     _metric_error,
+    _metric_from,
     _parse_expression,
     _Ref,
-    _resolve,
     _split_filter,
-    _typed,
-    _validated,
     parse_filter,
     parse_metric,
 )
@@ -370,16 +367,7 @@ def _sg_column(text: str, node: exp.Expression, parent: exp.Expression, fail: _F
 
 def parse_metric_sqlglot(text: str, schema: Schema, table: str | None = None) -> Metric:
     """:func:`tasks.engine.parse.parse_metric` with sqlglot as the syntax layer."""
-    expr = _sg_expression(text)
-    base = schema.table(table) if table is not None else _infer_table(schema, expr, text)
-    numerator = _aggregate(schema, base, expr.numerator)
-    denominator = _aggregate(schema, base, expr.denominator) if expr.denominator else None
-    return _validated(
-        lambda: Metric(table=base, numerator=numerator, denominator=denominator),
-        what=f"invalid metric {short(text)}",
-        code=METRIC_CODE,
-        field="metric",
-    )
+    return _metric_from(_sg_expression(text), text, schema, table)
 
 
 # ---- filters ---------------------------------------------------------------------------------
@@ -478,25 +466,7 @@ def _sg_value(text: str, node: exp.Expression, fail: Callable[..., ToolInputErro
 
 def parse_filter_sqlglot(text: str, schema: Schema, table: str) -> Filter:
     """:func:`tasks.engine.parse.parse_filter` with sqlglot as the syntax layer."""
-    syntax = _sg_filter_syntax(text)
-    base = schema.table(table)
-    col = _resolve(schema, base, syntax.column, "filters.column")
-    if syntax.op == "contains" and col.kind != "text":
-        raise _filter_error(
-            text, f"contains needs a text column; {col.ref!r} is {col.kind}", code="type_mismatch"
-        )
-    typed = [_typed(text, col, v) for v in syntax.values]
-    value: object = None
-    if syntax.op in ("in", "not_in", "between"):
-        value = typed
-    elif typed:
-        value = typed[0]
-    return _validated(
-        lambda: Filter(column=col.ref, op=syntax.op, value=value),
-        what=f"invalid filter {short(text)}",
-        code=FILTER_CODE,
-        field="filters",
-    )
+    return _filter_from(_sg_filter_syntax(text), text, schema, table)
 
 
 # --------------------------------------------------------------------------------------------

@@ -403,7 +403,22 @@ def parse_metric(
         ToolInputError: Syntax errors (with the character position and what was expected),
             unknown or ambiguous tables, unknown columns, ``sum``/``avg`` of a non-number.
     """
-    expr = _parse_expression(text)
+    return _metric_from(
+        _parse_expression(text), text, schema, table, grain=grain, filters=filters, name=name
+    )
+
+
+def _metric_from(
+    expr: _Expr,
+    text: str,
+    schema: Schema,
+    table: str | None,
+    *,
+    grain: str | None = None,
+    filters: Sequence[Filter] = (),
+    name: str | None = None,
+) -> Metric:
+    """The metric whose syntax ``expr`` was parsed from ``text``, resolved against the schema."""
     day = _check_grain(grain)
     base = schema.table(table) if table is not None else _infer_table(schema, expr, text)
     numerator = _aggregate(schema, base, expr.numerator)
@@ -599,7 +614,11 @@ def parse_filter(text: str, schema: Schema, table: str) -> Filter:
         ToolInputError: ``invalid_operator`` (no operator), ``invalid_value`` (malformed value or
             wrong number of values), ``type_mismatch``, ``unknown_table``, ``unknown_column``.
     """
-    syntax = _split_filter(text)
+    return _filter_from(_split_filter(text), text, schema, table)
+
+
+def _filter_from(syntax: _FilterSyntax, text: str, schema: Schema, table: str) -> Filter:
+    """The filter whose syntax was split from ``text``, resolved and typed against the schema."""
     base = schema.table(table)
     col = _resolve(schema, base, syntax.column, "filters.column")
     if syntax.op == "contains" and col.kind != "text":
