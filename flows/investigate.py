@@ -93,15 +93,7 @@ def investigate(
     result.json, report.md and the evidence ledger into ``out``. Without ANTHROPIC_API_KEY, or
     with ``offline``, the offline planner investigates. ``source`` names where the data comes
     from, so that investigations of its later versions share memory with this one."""
-    return investigation(
-        Request(
-            data=data, metric=metric, baseline=baseline, comparison=comparison, table=table,
-            time_column=time_column, period_column=period_column, grain=grain,
-            dimensions=dimensions, filters=filters, out=out, db=db, offline=offline,
-            model=model, remember=remember, max_depth=max_depth, min_support=min_support,
-            metrics_file=metrics_file, source=source,
-        )
-    )  # fmt: skip
+    return investigation(Request(**locals()))  # every parameter, and only those
 
 
 def investigation(

@@ -141,3 +141,13 @@ def test_the_load_task_loads_strictly(tmp_path):
     csv.write_text("day,amount\n2024-01-01,3\n2024-01-02,4\n", encoding="utf-8")
     report = load.fn([str(csv)], str(tmp_path / "db.duckdb"))
     assert [(t.table, t.status, t.rows) for t in report.tables] == [("s", "loaded", 2)]
+
+
+def test_the_flow_and_the_in_process_request_take_the_same_parameters():
+    """``drilldown investigate`` builds a Request whether it runs the flow through Prefect or
+    in-process; a parameter one side lacks would be dropped on the other path."""
+    import inspect
+
+    from flows.investigate import Request, investigate
+
+    assert list(inspect.signature(investigate.fn).parameters) == list(Request.model_fields)
