@@ -179,6 +179,9 @@ class ToolContext:
     Use as a context manager, or call :meth:`close`.
     """
 
+    #: the SQL dialect queries are rendered in for this context (see ``_sql.to_sql``)
+    dialect = "duckdb"
+
     def __init__(self, db_path: str | Path, limits: Limits | None = None) -> None:
         self.db_path = Path(db_path)
         self.limits = limits or Limits()

@@ -304,9 +304,10 @@ def measure_expr(
     return agg, col
 
 
-def to_sql(tree: exp.Expression) -> str:
-    """Render a tree as DuckDB SQL with every identifier quoted."""
-    return tree.sql(dialect="duckdb", identify=True)
+def to_sql(tree: exp.Expression, dialect: str) -> str:
+    """Render a tree in ``dialect`` (the context's: ``duckdb``, ``postgres``) with every
+    identifier quoted. Each query is built once as a tree; only this step knows the dialect."""
+    return tree.sql(dialect=dialect, identify=True)
 
 
 def shape_rows(
@@ -422,7 +423,7 @@ def non_finite_notes(
     if where is not None:
         tree = tree.where(where.copy())
     used = {p.name for p in tree.find_all(exp.Placeholder)}
-    row = ctx.run(to_sql(tree), {k: v for k, v in params.values.items() if k in used}, max_rows=1)
+    row = ctx.run(to_sql(tree, ctx.dialect), {k: v for k, v in params.values.items() if k in used}, max_rows=1)
     notes = []
     for j, ref in enumerate(hit):
         counts = [int(n) for n in row.rows[0][3 * j : 3 * j + 3]]

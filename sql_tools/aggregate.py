@@ -123,7 +123,7 @@ def aggregate(ctx: ToolContext, inp: AggregateInput) -> AggregateResult:
     ]
     ordering += [exp.Ordered(this=exp.Column(this=ident(g.ref))) for g in groups if g.ref != by]
     select = select.order_by(*ordering).limit(limit + 1)
-    sql = to_sql(select)
+    sql = to_sql(select, ctx.dialect)
     out = ctx.run(sql, params.values, max_rows=limit + 1)
     names, rows, truncated, notes = shape_rows(ctx, out, limit=limit, drop=("__matched",))
     notes += non_finite_notes(ctx, src, out, measured, where, params)

@@ -296,7 +296,7 @@ def compare_periods(ctx: ToolContext, inp: ComparePeriodsInput) -> ComparePeriod
         .with_("seg", as_=seg)
         .with_("tot", as_=tot)
     )
-    sql = to_sql(outer)
+    sql = to_sql(outer, ctx.dialect)
     out = ctx.run(sql, params.values, max_rows=limit + 1)
     drop = ("__total_baseline", "__total_comparison", "__matched")
     names, rows, truncated, notes = shape_rows(ctx, out, limit=limit, drop=drop)

@@ -98,7 +98,7 @@ def describe(ctx: ToolContext, inp: DescribeInput) -> DescribeResult:
         tree: exp.Expression = parts[0]
         for p in parts[1:]:
             tree = exp.union(tree, p, distinct=False)
-        sql = to_sql(tree)
+        sql = to_sql(tree, ctx.dialect)
         out = ctx.run(sql, {}, max_rows=len(names) + 1)
         counts = {r[0]: int(r[1]) for r in out.rows}
         elapsed = out.elapsed_ms

@@ -82,7 +82,7 @@ def sample(ctx: ToolContext, inp: SampleInput) -> SampleResult:
             exp.Anonymous(this="hash", expressions=[t0, params.bind(inp.seed)])
         )
     outer = select.limit(n + 1)
-    sql = to_sql(outer)
+    sql = to_sql(outer, ctx.dialect)
     out = ctx.run(sql, params.values, max_rows=n + 1)
     names, rows, truncated, notes = shape_rows(ctx, out, limit=n, drop=("__matched",))
     notes += non_finite_cells(out, n)

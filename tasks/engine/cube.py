@@ -424,7 +424,7 @@ class _Sql:
         base = self.base(with_day=daily)
         tree = exp.select(*sel).from_(exp.alias_(exp.paren(base), "b", table=True))
         tree.set("group", exp.Group(grouping_sets=[grouping]))
-        return to_sql(tree)
+        return to_sql(tree, self.ctx.dialect)
 
     def cube(self, max_depth: int) -> str:
         """Leaves plus every segment of 1..max_depth columns plus the total, as grouping sets."""
@@ -447,7 +447,7 @@ class _Sql:
         ]
         tree = exp.select(*sel).from_(exp.alias_(exp.paren(self.leaves()), "leaves", table=True))
         tree.set("group", exp.Group(grouping_sets=[grouping]))
-        return to_sql(tree)
+        return to_sql(tree, self.ctx.dialect)
 
     def daily(self) -> str:
         """Per-day numerator and denominator totals (date periods only)."""
@@ -467,7 +467,7 @@ class _Sql:
             .group_by(_col("__day"), _col("__p"))
             .order_by(_col("__day"))
         )
-        return to_sql(tree)
+        return to_sql(tree, self.ctx.dialect)
 
 
 def build_cube(ctx: ToolContext, q: Question, dims: list[str]) -> Cube:
@@ -618,7 +618,7 @@ def exact_distinct_totals(ctx: ToolContext, q: Question) -> dict[str, float | No
         .from_(exp.alias_(exp.paren(inner), "i", table=True))
         .group_by(_col("__p"))
     )
-    out = ctx.run(to_sql(tree), sql.params.values, max_rows=10)
+    out = ctx.run(to_sql(tree, ctx.dialect), sql.params.values, max_rows=10)
     got = {int(p): float(n) for p, n in out.rows}
     scale = _scales(q)
     return {
@@ -730,7 +730,7 @@ def segment_query(ctx: ToolContext, q: Question, segment: dict[str, Any]) -> Seg
         formula = "n / days in the period"
     else:
         formula = "n"
-    return SegmentQuery(sql=to_sql(tree), params=dict(sq.params.values), formula=formula)
+    return SegmentQuery(sql=to_sql(tree, ctx.dialect), params=dict(sq.params.values), formula=formula)
 
 
 def run_segment_query(ctx: ToolContext, q: Question, sq: SegmentQuery) -> SegmentQuery:
