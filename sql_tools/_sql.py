@@ -18,6 +18,7 @@ from sqlglot import exp
 from sql_tools._context import Column, QueryOutput, Schema, ToolContext
 from sql_tools._errors import ToolInputError, short
 from sql_tools.catalog import INTEGER_TYPES, Scalar, jsonable
+from sql_tools.dialects import render
 from sql_tools.output import MAX_SAFE_INTEGER
 
 FilterOp = Literal[
@@ -307,7 +308,7 @@ def measure_expr(
 def to_sql(tree: exp.Expression, dialect: str) -> str:
     """Render a tree in ``dialect`` (the context's: ``duckdb``, ``postgres``) with every
     identifier quoted. Each query is built once as a tree; only this step knows the dialect."""
-    return tree.sql(dialect=dialect, identify=True)
+    return render(tree, dialect)
 
 
 def shape_rows(
