@@ -1,8 +1,9 @@
 """Second wall: refuse anything but one read-only SELECT over the known user tables.
 
 The tools only ever execute SQL they built themselves, from validated arguments. This guard
-checks that SQL again before it reaches DuckDB, so a bug in a builder cannot turn into a write,
-a file read, a table function or a second statement.
+checks that SQL again before it reaches the database (DuckDB: :func:`check_select`; Postgres:
+:func:`check_postgres_select`), so a bug in a builder cannot turn into a write, a file read, a
+table function or a second statement.
 """
 
 from __future__ import annotations
@@ -73,33 +74,100 @@ def check_select(con: duckdb.DuckDBPyConnection, sql: str, allowed_tables: set[s
         raise QueryRejected(f"exactly one statement allowed, got {len(statements)}")
     if statements[0].type != duckdb.StatementType.SELECT:
         raise QueryRejected(f"only SELECT is allowed, got {statements[0].type.name}")
+    tree = _one_query(sql, "duckdb")
+    _check_tree(tree, allowed_tables, ALLOWED_FUNCTIONS, schema="main")
+
+
+def _one_query(sql: str, dialect: str) -> exp.Query:
     try:
-        trees = sqlglot.parse(sql, read="duckdb")
+        trees = sqlglot.parse(sql, read=dialect)
     except sqlglot.errors.SqlglotError as exc:
         raise QueryRejected(f"query does not parse: {short(str(exc), 200)}") from exc
     if len(trees) != 1 or not isinstance(trees[0], exp.Query):
         raise QueryRejected("only a single SELECT query is allowed")
-    tree = trees[0]
+    return trees[0]
+
+
+def _check_tree(
+    tree: exp.Query,
+    allowed_tables: set[str],
+    functions: frozenset[str],
+    *,
+    schema: str,
+    forbidden: tuple[type[exp.Expression], ...] = FORBIDDEN_NODES,
+) -> None:
     ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
     for node in tree.walk():
-        if isinstance(node, FORBIDDEN_NODES):
+        if isinstance(node, forbidden):
             raise QueryRejected(f"statement part {type(node).__name__} is not allowed")
         if isinstance(node, exp.Table):
-            _check_table(node, allowed_tables, ctes)
+            _check_table(node, allowed_tables, ctes, schema)
         elif isinstance(node, exp.Func) and not isinstance(node, exp.Connector | exp.Cast):
             name = (node.sql_name() if not isinstance(node, exp.Anonymous) else node.name).lower()
-            if name not in ALLOWED_FUNCTIONS:
+            if name not in functions:
                 raise QueryRejected(f"function {name!r} is not allowed")
 
 
-def _check_table(node: exp.Table, allowed: set[str], ctes: set[str]) -> None:
+def _check_table(node: exp.Table, allowed: set[str], ctes: set[str], schema: str) -> None:
     if not isinstance(node.this, exp.Identifier):
         raise QueryRejected("table functions are not allowed")
     if node.args.get("catalog") is not None:
         raise QueryRejected("qualified table names are not allowed")
     db = node.args.get("db")
-    if db is not None and db.name != "main":
+    if db is not None and db.name != schema:
         raise QueryRejected(f"schema {db.name!r} is not allowed")
     name = node.name
     if name not in allowed and not (db is None and name in ctes):
         raise QueryRejected(f"table {name!r} is not allowed")
+
+
+# --- postgres -------------------------------------------------------------------------------
+
+# What the builders' trees become in Postgres (see ``sql_tools.dialects``). Anything else
+# (pg_sleep, nextval, set_config, pg_read_file, dblink, lo_import, ...) is refused.
+POSTGRES_FUNCTIONS = frozenset(
+    {
+        "abs",
+        "avg",
+        "case",
+        "coalesce",
+        "count",
+        "greatest",
+        "grouping",
+        "hashtextextended",
+        "if",
+        "least",
+        "max",
+        "min",
+        "nullif",
+        "row",
+        "str_position",
+        "sum",
+    }
+)
+# Types a Postgres query may cast to: a cast to a user-defined type could run its cast function.
+POSTGRES_CAST_TYPES = frozenset(
+    {
+        exp.DataType.Type.DOUBLE,
+        exp.DataType.Type.DATE,
+        exp.DataType.Type.TEXT,
+        exp.DataType.Type.VARCHAR,
+    }
+)
+
+
+def check_postgres_select(sql: str, allowed_tables: set[str], schema: str) -> None:
+    """Raise ``QueryRejected`` unless ``sql`` (psycopg text: ``%(p1)s`` placeholders) is a single
+    SELECT over ``allowed_tables`` (unqualified, or in ``schema``), with no locking clause, using
+    only the builders' functions and casts."""
+    tree = _one_query(sql, "postgres")
+    _check_tree(
+        tree,
+        allowed_tables,
+        POSTGRES_FUNCTIONS,
+        schema=schema,
+        forbidden=(*FORBIDDEN_NODES, exp.Lock),
+    )
+    for cast in tree.find_all(exp.Cast):
+        if cast.to.this not in POSTGRES_CAST_TYPES:
+            raise QueryRejected(f"cast to {cast.to.sql(dialect='postgres')!r} is not allowed")
