@@ -30,6 +30,7 @@ CODES = (
     "load_error",
     "unsupported_file",
     "database_error",
+    "unsafe_role",
     "budget_exceeded",
     "repeated_call",
     "unverified_evidence",

@@ -1,7 +1,8 @@
 """Every shared fixture: real DuckDB files built by the real loader from tiny CSVs in tests/data;
 a real Postgres + pgvector (``pg_server``, ``pg_db``) and the store backends on it and on DuckDB
-(``backend``, ``store``); a temporary Prefect server (``prefect_harness``). Helpers that are not
-fixtures are in ``tests/support/``."""
+(``backend``, ``store``); data read in place in that Postgres (``pg_database``, ``shop_pg``); a
+temporary Prefect server (``prefect_harness``). Helpers that are not fixtures are in
+``tests/support/``."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import pytest
 
 from tasks.store import DuckDBStore, PostgresStore
 from tasks.store.embed import WordLlamaEmbedder
+from tests.support.pg_source import copy_tables, create_database, drop_database
 from tests.support.postgres import ROLES_SQL, TEMPLATE, PgServer, _start, migration_files
 from tests.support.records import TABLES
 
@@ -122,6 +124,34 @@ def pg_db(pg_server: PgServer) -> Iterator[str]:
     yield name
     with psycopg.connect(pg_server.admin_uri(), autocommit=True) as c:
         c.execute(f'drop database "{name}" with (force)')
+
+
+# --- data read in place in Postgres -----------------------------------------------------------
+
+
+@pytest.fixture
+def pg_database(pg_server: PgServer) -> Iterator[Callable[[], str]]:
+    """Make fresh empty databases (no store schema; dropped afterwards): each call returns the
+    new database's superuser URI."""
+    made: list[str] = []
+
+    def make() -> str:
+        made.append(create_database(pg_server.admin_uri()))
+        return made[-1]
+
+    yield make
+    for uri in made:
+        drop_database(pg_server.admin_uri(), uri)
+
+
+@pytest.fixture(scope="session")
+def shop_pg(pg_server: PgServer, shop_db: Path) -> Iterator[str]:
+    """The shop tables (sales, customers, visits) as the loader read them, copied with their
+    types into a Postgres database of their own: its superuser URI. Tests only read it."""
+    uri = create_database(pg_server.admin_uri())
+    copy_tables(shop_db, uri)
+    yield uri
+    drop_database(pg_server.admin_uri(), uri)
 
 
 # --- the memory store, on each backend ---------------------------------------------------------

@@ -60,18 +60,23 @@ def guarded(f1_db):
         assert not p.exists(), f"leftover {p}"
     before = file_digest(f1_db)
     with ToolContext(f1_db, Limits(timeout_s=2)) as ctx:
-        calls: list[str] = []
-        real_run = ctx.run
-
-        def spy(sql, params=None, **kw):
-            calls.append(sql)
-            return real_run(sql, params, **kw)
-
-        ctx.run = spy  # type: ignore[method-assign]
-        yield ctx, calls
+        yield ctx, recorded_runs(ctx)
     assert file_digest(f1_db) == before
     for p in WRITE_TARGETS:
         assert not p.exists(), f"attack wrote {p}"
+
+
+def recorded_runs(ctx: Any) -> list[str]:
+    """From now on, the SQL of every query ``ctx`` runs, in order (the list fills as it runs)."""
+    calls: list[str] = []
+    real_run = ctx.run
+
+    def spy(sql, params=None, **kw):
+        calls.append(sql)
+        return real_run(sql, params, **kw)
+
+    ctx.run = spy
+    return calls
 
 
 def call(ctx, name: str, args: Any) -> tuple[bool, dict]:

@@ -111,8 +111,8 @@ _GENERIC_KEY_NAMES = frozenset({"id", "key", "code", "uuid"})
 """Shared bare names that are each table's own surrogate key, never a join by name alone."""
 
 
-def _table_ref(table: str) -> str:
-    return f"{quote(USER_SCHEMA)}.{quote(table)}"
+def _table_ref(table: str, schema: str = USER_SCHEMA) -> str:
+    return f"{quote(schema)}.{quote(table)}"
 
 
 def _fetch_all(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
@@ -513,7 +513,10 @@ def _names_match(from_col: str, to_table: str, to_col: str) -> bool:
 
 
 def detect_join_keys(
-    con: duckdb.DuckDBPyConnection, profiles: dict[str, TableProfile]
+    con: duckdb.DuckDBPyConnection | Any,
+    profiles: dict[str, TableProfile],
+    *,
+    schema: str = USER_SCHEMA,
 ) -> list[JoinKey]:
     """Find many-to-one joins ``A.x -> B.y`` between the profiled tables, verified by values.
 
@@ -525,9 +528,13 @@ def detect_join_keys(
     a join never duplicates A's rows; estimated counts are re-checked exactly) and at least 90 %
     of A.x's distinct non-null values occur in ``B.y``. Both directions are kept for 1:1 keys.
 
+    The two checks are plain SQL that DuckDB and Postgres both run.
+
     Args:
-        con: Connection holding the tables.
+        con: Connection holding the tables (DuckDB's, or anything whose
+            ``execute(sql, params).fetchall()`` runs SQL where the tables are).
         profiles: Table profiles by table name.
+        schema: The tables' schema.
 
     Returns:
         The verified keys, sorted by (from_table, from_column, to_table, to_column).
@@ -547,8 +554,8 @@ def detect_join_keys(
             q = quote(cp.name)
             dup = _fetch_all(
                 con,
-                f"SELECT count(*) FROM (SELECT 1 FROM {_table_ref(tp.name)} WHERE {q} IS NOT NULL "
-                f"GROUP BY {q} HAVING count(*) > 1 LIMIT 1)",
+                f"SELECT count(*) FROM (SELECT 1 FROM {_table_ref(tp.name, schema)} "
+                f"WHERE {q} IS NOT NULL GROUP BY {q} HAVING count(*) > 1 LIMIT 1) AS d",
             )[0][0]
             unique_cache[key] = dup == 0
         return unique_cache[key]
@@ -578,9 +585,10 @@ def detect_join_keys(
                         con,
                         f"SELECT count(DISTINCT a.x), count(DISTINCT a.x) FILTER "
                         f"(WHERE b.y IS NOT NULL) FROM "
-                        f"(SELECT DISTINCT {qx} AS x FROM {_table_ref(a.name)} "
+                        f"(SELECT DISTINCT {qx} AS x FROM {_table_ref(a.name, schema)} "
                         f"WHERE {qx} IS NOT NULL) a LEFT JOIN "
-                        f"(SELECT DISTINCT {qy} AS y FROM {_table_ref(b.name)}) b ON a.x = b.y",
+                        f"(SELECT DISTINCT {qy} AS y FROM {_table_ref(b.name, schema)}) b "
+                        "ON a.x = b.y",
                     )[0]
                     if not total:
                         continue

@@ -1,0 +1,150 @@
+"""Data in Postgres for the Postgres-source tests: the same rows the loader put in a DuckDB file,
+copied with their types, and roles that may only read them (or may do more).
+
+:func:`copy_tables` reads every user table of a DuckDB file (written by the real loader) and
+creates it in a Postgres database with the matching column types, rows copied exactly
+(``COPY ... FROM STDIN`` in binary-safe rows). :func:`reader_role` runs what
+``drilldown postgres-role`` prints.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from sql_tools._postgres import role_statements
+
+# DuckDB type -> Postgres type of the copy
+_PG_TYPES = {
+    "BOOLEAN": "boolean",
+    "TINYINT": "smallint",
+    "SMALLINT": "smallint",
+    "INTEGER": "integer",
+    "BIGINT": "bigint",
+    "HUGEINT": "numeric",
+    "UTINYINT": "smallint",
+    "USMALLINT": "integer",
+    "UINTEGER": "bigint",
+    "UBIGINT": "numeric",
+    "FLOAT": "real",
+    "DOUBLE": "double precision",
+    "VARCHAR": "text",
+    "DATE": "date",
+    "TIMESTAMP": "timestamp",
+    "TIMESTAMP WITH TIME ZONE": "timestamptz",
+    "TIME": "time",
+    "UUID": "uuid",
+}
+
+
+def pg_type(duck_type: str) -> str:
+    """The Postgres type holding a DuckDB column's values exactly."""
+    t = duck_type.upper()
+    decimal = re.fullmatch(r"DECIMAL\((\d+),(\d+)\)", t)
+    if decimal:
+        return f"numeric({decimal.group(1)},{decimal.group(2)})"
+    return _PG_TYPES[t]
+
+
+def copy_tables(duck_path: Path, pg_uri: str, schema: str = "public") -> list[str]:
+    """Create every user table of ``duck_path`` in ``pg_uri``'s ``schema`` with its rows."""
+    with duckdb.connect(str(duck_path), read_only=True) as duck:
+        tables = [
+            r[0]
+            for r in duck.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' "
+                "ORDER BY table_name"
+            ).fetchall()
+        ]
+        with psycopg.connect(pg_uri, autocommit=False) as pg:
+            pg.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+            for t in tables:
+                cols = duck.execute(
+                    "SELECT column_name, data_type FROM information_schema.columns "
+                    "WHERE table_schema = 'main' AND table_name = ? ORDER BY ordinal_position",
+                    [t],
+                ).fetchall()
+                target = sql.Identifier(schema, t)
+                pg.execute(
+                    sql.SQL("CREATE TABLE {} ({})").format(
+                        target,
+                        sql.SQL(", ").join(
+                            sql.SQL("{} {}").format(sql.Identifier(c), sql.SQL(pg_type(ty)))
+                            for c, ty in cols
+                        ),
+                    )
+                )
+                names = sql.SQL(", ").join(sql.Identifier(c) for c, _ in cols)
+                rows = duck.execute(f'SELECT * FROM main."{t}"').fetchall()
+                with pg.cursor().copy(
+                    sql.SQL("COPY {} ({}) FROM STDIN").format(target, names)
+                ) as copy:
+                    for row in rows:
+                        copy.write_row(row)
+            pg.commit()
+    return tables
+
+
+def reader_role(
+    admin_uri: str, tables: list[str] | None = None, schema: str = "public", **extra: Any
+) -> str:
+    """Create a new role as ``drilldown postgres-role`` prints it; return a URL connecting as it
+    (``extra`` adds URL parameters)."""
+    role = "reader_" + uuid.uuid4().hex[:8]
+    with psycopg.connect(admin_uri, autocommit=True) as c:
+        c.execute(role_statements(role, schema, tables))
+    return as_role(admin_uri, role, **extra)
+
+
+def as_role(admin_uri: str, role: str, **extra: Any) -> str:
+    """``admin_uri`` connecting as ``role``, with ``extra`` URL parameters (ours included)."""
+    info = conninfo_to_dict(admin_uri)
+    host = info.pop("host", "")
+    dbname = info.pop("dbname", "")
+    info.pop("user", None)
+    info.pop("password", None)
+    params = {**({"host": host} if host else {}), **info, **extra}
+    query = "&".join(f"{k}={v}" for k, v in params.items())
+    return f"postgresql://{role}@/{dbname}?{query}"
+
+
+def role_conninfo(admin_uri: str, role: str, **changes: Any) -> str:
+    """A libpq connection string like ``admin_uri``, connecting as ``role``."""
+    return make_conninfo(admin_uri, user=role, **changes)
+
+
+def create_database(server_uri: str) -> str:
+    """A new empty database on the server of ``server_uri``; its superuser URI."""
+    name = "src_" + uuid.uuid4().hex[:10]
+    with psycopg.connect(server_uri, autocommit=True) as c:
+        c.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    return make_conninfo(server_uri, dbname=name)
+
+
+def drop_database(server_uri: str, database_uri: str) -> None:
+    """Drop the database ``database_uri`` names (its connections ended)."""
+    name = conninfo_to_dict(database_uri)["dbname"]
+    with psycopg.connect(server_uri, autocommit=True) as c:
+        c.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def password_role(database_uri: str, password: str, tables: list[str]) -> str:
+    """A SELECT-only role that must give ``password`` (scram-sha-256 in pg_hba.conf for it
+    alone; the test server trusts every other role); returns its name."""
+    role = "pw_" + uuid.uuid4().hex[:8]
+    with psycopg.connect(database_uri, autocommit=True) as c:
+        c.execute(role_statements(role, "public", tables))
+        c.execute(
+            sql.SQL("ALTER ROLE {} PASSWORD {}").format(sql.Identifier(role), sql.Literal(password))
+        )
+        hba = Path(c.execute("SHOW hba_file").fetchone()[0])  # type: ignore[index]
+        hba.write_text(f"local all {role} scram-sha-256\n" + hba.read_text())
+        c.execute("SELECT pg_reload_conf()")
+    return role
