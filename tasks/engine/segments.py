@@ -195,7 +195,9 @@ def one_name_each(
                 continue
             seen.add(names[0])
             if cube.segment_dict(names[0]) != s.segment:
+                follows = s.explained_by_root_causes  # the same rows: the same fit
                 s = _segment(cube, contrib, names[0], s.p_value)  # type: ignore[arg-type]
+                s.explained_by_root_causes = follows
             s.aliases = [cube.segment_dict(k) for k in names[1:]]
             kept.append(s)
         out.append(kept)

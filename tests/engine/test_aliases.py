@@ -173,3 +173,20 @@ def test_overlapping_root_causes_say_so():
     assert "platform = ios and country = US" in note and "140%" in note
     assert _overlap_notes([a, c]) == []  # disjoint: their shares may add up past the change
     assert _overlap_notes([a]) == []
+
+
+def test_a_segment_renamed_to_its_best_name_keeps_what_was_found_about_it(make_db):
+    # a list may meet a segment under a worse name first (which name comes first among equal
+    # movers follows the database's row order): the renamed segment is still the same rows
+    from tasks.engine.segments import one_name_each
+
+    with ToolContext(make_db(**_tables({"platform": "web"}))) as ctx:
+        _, a = _analysis(ctx, "platform,app_version,users.country,country")
+        cube, contrib = a.cube, a.contrib
+        [cause] = a.explanation.root_causes
+        worse = cause.model_copy(
+            update={"segment": {"app_version": "web"}, "explained_by_root_causes": True}
+        )
+        [[renamed]] = one_name_each(cube, contrib, [worse])
+    assert renamed.segment == {"platform": "web"}
+    assert renamed.explained_by_root_causes is True
