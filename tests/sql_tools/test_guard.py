@@ -6,7 +6,7 @@ import duckdb
 import pytest
 
 from sql_tools import QueryRejected
-from sql_tools._guard import check_select
+from sql_tools._guard import check_postgres_select, check_select
 
 
 @pytest.fixture(scope="module")
@@ -63,3 +63,42 @@ def test_guard_accepts_builder_shapes(con, sql):
 def test_guard_rejects(con, sql, why):
     with pytest.raises(QueryRejected, match=why):
         check_select(con, sql, {"sales"})
+
+
+# --- Postgres: the text the builders' trees become (see sql_tools.dialects) ---------------------
+
+PG_GOOD = [
+    'SELECT "t0"."a" FROM "sales" AS "t0" WHERE "t0"."region" = %(p1)s',
+    'SELECT count(*) FROM "public"."sales"',
+    'WITH "x" AS (SELECT sum("a") AS "s" FROM "sales") SELECT "s" FROM "x"',
+    "SELECT (POSITION(%(p1)s IN region) > 0), abs(a), coalesce(a, 0), nullif(a, 0) FROM sales",
+    "SELECT * FROM sales AS t0 ORDER BY HASHTEXTEXTENDED(CAST(ROW(t0, %(p1)s) AS TEXT), 0)",
+    "SELECT MOD(HASHTEXTEXTENDED(CAST(ROW(a) AS TEXT), 0), 4) FROM sales",
+    "SELECT GROUPING(a, region), count(DISTINCT a) FILTER (WHERE a > 0) FROM sales "
+    "GROUP BY GROUPING SETS ((a, region), (a), ())",
+    "SELECT CASE WHEN a > CAST('-Infinity' AS DOUBLE PRECISION) THEN a END FROM sales",
+    'SELECT x FROM (SELECT a AS x FROM sales) AS "b"',
+    'SELECT "a" AS "x%%" FROM "50%%_off"',
+]
+PG_BAD = [
+    ("SELECT 1; DROP TABLE sales", "single SELECT"),
+    ("UPDATE sales SET a = 1", "single SELECT"),
+    ("SELECT pg_sleep(1)", "'pg_sleep'"),
+    ("SELECT * FROM sales FOR UPDATE", "Lock"),
+    ("SELECT * FROM pg_catalog.pg_authid", "schema"),
+    ("SELECT * FROM other", "'other'"),
+    ("SELECT CAST(a AS regclass) FROM sales", "cast"),
+    ("SELECT * FROM dblink('x', 'select 1') AS t(a int)", "table functions|dblink"),
+    ("SELECT * FROM", "parse"),
+]
+
+
+@pytest.mark.parametrize("sql", PG_GOOD)
+def test_postgres_guard_accepts_builder_shapes(sql):
+    check_postgres_select(sql, {"sales", "50%_off"}, "public")
+
+
+@pytest.mark.parametrize(("sql", "why"), PG_BAD, ids=[b[0][:40] for b in PG_BAD])
+def test_postgres_guard_rejects(sql, why):
+    with pytest.raises(QueryRejected, match=why):
+        check_postgres_select(sql, {"sales"}, "public")

@@ -15,7 +15,7 @@ from sql_tools._postgres import PostgresContext, UnsafeRole, parse_postgres_url
 from tasks.ingest.load import load_files
 from tasks.ingest.postgres import open_postgres
 from tasks.tools import dispatch
-from tests.support.pg_source import as_role, copy_tables, password_role, reader_role
+from tests.support.pg_source import as_role, copy_tables, differences, password_role, reader_role
 from tests.test_attacks import F1, REFUSED, recorded_runs
 
 WEEK1 = {"start": "2024-01-01", "end": "2024-01-07"}
@@ -45,25 +45,9 @@ def call(ctx: Any, name: str, args: Any) -> tuple[bool, dict[str, Any]]:
     return dispatch(ctx, name, args)
 
 
-def same(a: Any, b: Any, path: str = "") -> list[str]:
-    """Where two JSON values differ (floats to 1e-9 relative), ``sql`` and timings aside."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        return [
-            d
-            for k in sorted(set(a) | set(b))
-            if k not in ("sql", "elapsed_ms")
-            for d in same(a.get(k), b.get(k), f"{path}.{k}")
-        ]
-    if isinstance(a, list) and isinstance(b, list):
-        if len(a) != len(b):
-            return [f"{path}: {len(a)} vs {len(b)} items"]
-        return [
-            d for i, (x, y) in enumerate(zip(a, b, strict=True)) for d in same(x, y, f"{path}[{i}]")
-        ]
-    if isinstance(a, float) or isinstance(b, float):
-        ok = a is not None and b is not None and abs(a - b) <= 1e-9 * max(1.0, abs(a))
-        return [] if ok else [f"{path}: {a!r} vs {b!r}"]
-    return [] if a == b else [f"{path}: {a!r} vs {b!r}"]
+def same(a: Any, b: Any) -> list[str]:
+    """Where two tool results differ (floats to 1e-9 relative), ``sql`` and timings aside."""
+    return differences(a, b, skip=frozenset({"sql", "elapsed_ms"}))
 
 
 # --- the URL -----------------------------------------------------------------------------------
@@ -462,3 +446,49 @@ def test_content_fingerprint_moves_with_the_rows(pg_database):
     changed = fingerprint()
     assert changed["tables"]["t"]["rows"] == 100
     assert changed["tables"]["t"]["row_hash_sum"] != first["tables"]["t"]["row_hash_sum"]
+
+
+def test_names_and_values_with_percent_signs_and_quotes(pg_database):
+    # psycopg reads "%" as a placeholder: the rendered text doubles it in names and literals
+    uri = pg_database()
+    with psycopg.connect(uri, autocommit=True) as c:
+        c.execute("""CREATE TABLE "50%_off" (day date, "growth%" double precision,
+                     "seg%s" text, "it's" text)""")  # fmt: skip
+        c.execute("""INSERT INTO "50%_off" VALUES ('2024-01-01', 1.5, 'a%b', 'x'),
+                     ('2024-01-08', 2.5, '%(p1)s', 'y'), ('2024-01-09', 4, 'a', 'x')""")  # fmt: skip
+    with open_postgres(reader_role(uri)) as ctx:
+        assert [c.name for c in ctx.schema.tables["50%_off"]] == ["day", "growth%", "seg%s", "it's"]
+        is_error, out = call(
+            ctx,
+            "metric_aggregate",
+            {
+                "table": "50%_off",
+                "measures": [{"agg": "sum", "column": "growth%"}],
+                "group_by": ["seg%s"],
+                "filters": [{"column": "seg%s", "op": "contains", "value": "%"}],
+            },
+        )
+        assert not is_error, out
+        assert out["rows"] == [
+            {"seg%s": "%(p1)s", "sum_growth%": 2.5},
+            {"seg%s": "a%b", "sum_growth%": 1.5},
+        ]
+        is_error, out = call(
+            ctx,
+            "metric_compare_periods",
+            {
+                "table": "50%_off",
+                "metric": {"agg": "sum", "column": "growth%"},
+                "time_column": "day",
+                "baseline": WEEK1,
+                "comparison": WEEK2,
+                "group_by": ["it's"],
+            },
+        )
+        assert not is_error, out
+        assert {r["it's"]: (r["baseline"], r["comparison"]) for r in out["rows"]} == {
+            "x": (1.5, 4.0),
+            "y": (None, 2.5),
+        }
+        with psycopg.connect(_conninfo(ctx)) as con:  # the reported text runs as it is
+            assert len(con.execute(out["sql"], out["params"]).fetchall()) == 2

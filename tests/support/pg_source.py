@@ -148,3 +148,31 @@ def password_role(database_uri: str, password: str, tables: list[str]) -> str:
         hba.write_text(f"local all {role} scram-sha-256\n" + hba.read_text())
         c.execute("SELECT pg_reload_conf()")
     return role
+
+
+def differences(
+    a: Any, b: Any, path: str = "", *, skip: frozenset[str] = frozenset(), rel: float = 1e-9
+) -> list[str]:
+    """Where two JSON values differ: floats beyond ``rel`` (relative), anything else unequal;
+    keys in ``skip`` (SQL text, timings) are not compared."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [
+            d
+            for k in sorted(set(a) | set(b))
+            if k not in skip
+            for d in differences(a.get(k), b.get(k), f"{path}.{k}", skip=skip, rel=rel)
+        ]
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return [f"{path}: {len(a)} vs {len(b)} items"]
+        return [
+            d
+            for i, (x, y) in enumerate(zip(a, b, strict=True))
+            for d in differences(x, y, f"{path}[{i}]", skip=skip, rel=rel)
+        ]
+    numbers = (int, float)
+    if (isinstance(a, float) or isinstance(b, float)) and not isinstance(a, bool | str):
+        if not isinstance(a, numbers) or not isinstance(b, numbers) or isinstance(b, bool):
+            return [f"{path}: {a!r} vs {b!r}"]
+        return [] if abs(a - b) <= rel * max(1.0, abs(a), abs(b)) else [f"{path}: {a!r} vs {b!r}"]
+    return [] if a == b else [f"{path}: {a!r} vs {b!r}"]
