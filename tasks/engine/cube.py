@@ -478,7 +478,7 @@ def build_cube(ctx: ToolContext, q: Question, dims: list[str]) -> Cube:
     import time
 
     start = time.perf_counter()
-    table = ctx.run_arrow(text, sql.params.values, max_rows=MAX_RESULT_ROWS)
+    table = in_order(ctx.run_arrow(text, sql.params.values, max_rows=MAX_RESULT_ROWS), len(dims))
     elapsed = (time.perf_counter() - start) * 1000
     k = len(dims)
     g = table.column("__g").to_numpy().astype(np.int64)
@@ -545,6 +545,17 @@ def build_cube(ctx: ToolContext, q: Question, dims: list[str]) -> Cube:
             else None
         ),
     )
+
+
+def in_order(table: pa.Table, k: int) -> pa.Table:
+    """A grouping-sets result sorted by grouping set, then by the dimensions' values.
+
+    A database returns groups in no particular order, and the order becomes the segments'
+    numbering, which breaks ties between equal segments (which driver is listed first, which of
+    two equal picks is taken). Sorted, the same rows give the same answer on every database and
+    on every run.
+    """
+    return table.sort_by([("__g", "ascending")] + [(f"d{j}", "ascending") for j in range(k)])
 
 
 def _constant_denominator(table: pa.Table) -> dict[str, np.ndarray]:

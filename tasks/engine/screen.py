@@ -16,7 +16,13 @@ import pyarrow.compute as pc
 
 from sql_tools._context import ToolContext
 from tasks.engine import cube
-from tasks.engine.cube import MAX_RESULT_ROWS, _constant_denominator, _Sql, dimension_sizes
+from tasks.engine.cube import (
+    MAX_RESULT_ROWS,
+    _constant_denominator,
+    _Sql,
+    dimension_sizes,
+    in_order,
+)
 from tasks.engine.search import additive_leaves, ratio_leaves
 from tasks.engine.spec import Question
 
@@ -97,7 +103,7 @@ def screen(
     cov = covers(sizes, depth_max, budget)
     sql = _Sql(ctx, q, dims)
     text = sql.cover_cells(cov)
-    table = ctx.run_arrow(text, sql.params.values, max_rows=MAX_RESULT_ROWS)
+    table = in_order(ctx.run_arrow(text, sql.params.values, max_rows=MAX_RESULT_ROWS), len(dims))
     k = len(dims)
     g = table.column("__g").to_numpy().astype(np.int64)
     codes = np.zeros((len(g), k), dtype=np.int64)

@@ -24,6 +24,8 @@ MAX_LISTED_DAYS = 10
 """Days named in a message; the rest are counted ("and N more")."""
 MAX_SEGMENT_DIMENSIONS = 32
 """Dimensions checked for missing days (the first ones given; ``GROUPING`` is a bit mask)."""
+GROUPING_ARGUMENTS = {"postgres": 31}
+"""Dialects whose ``GROUPING()`` takes fewer arguments (Postgres: at most 31)."""
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,8 @@ class _Scope:
     @property
     def segment_dimensions(self) -> tuple[Column, ...]:
         """The dimensions whose values are checked for missing days."""
-        return self.dimensions[:MAX_SEGMENT_DIMENSIONS]
+        limit = GROUPING_ARGUMENTS.get(self.ctx.dialect, MAX_SEGMENT_DIMENSIONS)
+        return self.dimensions[: min(MAX_SEGMENT_DIMENSIONS, limit)]
 
     def range(self, which: Which) -> DateRange:
         """The date range of one period (date periods only)."""
