@@ -94,15 +94,22 @@ def load(
 @app.command()
 def tool(
     name: Annotated[str, typer.Argument(help="Tool name, e.g. metric_compare_periods.")],
-    db: Annotated[Path, typer.Option("--db", help="DuckDB file written by `drilldown load`.")],
+    db: Annotated[
+        str,
+        typer.Option(
+            "--db",
+            help="DuckDB file written by `drilldown load`, or a postgresql:// URL (read-only).",
+        ),
+    ],
     args: Annotated[
         str, typer.Option("--args", help="Arguments as a JSON object; '-' reads stdin.")
     ] = "{}",
     timeout: Annotated[float | None, typer.Option(help="Per-query time limit in seconds.")] = None,
 ) -> None:
     """Run one SQL tool and print its JSON result."""
-    from sql_tools import Limits, SqlToolError, ToolContext, ToolInputError
+    from sql_tools import Limits, SqlToolError, ToolInputError
     from sql_tools._context import limit_address_space
+    from tasks.ingest.postgres import open_context
     from tasks.tools import call
 
     raw = sys.stdin.read() if args == "-" else args
@@ -113,7 +120,7 @@ def tool(
         raise typer.Exit(2) from None
     limit_address_space(limits.address_space_bytes)
     try:
-        with ToolContext(db, limits) as ctx:
+        with open_context(db, limits) as ctx:
             result = call(ctx, name, raw)
             emit_json(result.model_dump(mode="json"))
     except ToolInputError as exc:
@@ -127,14 +134,18 @@ def tool(
 @app.command()
 def tools(
     db: Annotated[
-        Path | None, typer.Option("--db", help="With a database: enums of its live names.")
+        str | None,
+        typer.Option(
+            "--db", help="With a database (file or postgresql:// URL): enums of its live names."
+        ),
     ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the Anthropic tool definitions.")
     ] = False,
 ) -> None:
     """List the SQL tools (or print their definitions as given to Claude)."""
-    from sql_tools import SqlToolError, ToolContext
+    from sql_tools import SqlToolError
+    from tasks.ingest.postgres import open_context
     from tasks.tools import TOOLS, anthropic_tools
 
     if not as_json:
@@ -145,7 +156,7 @@ def tools(
         if db is None:
             emit_json(anthropic_tools())
         else:
-            with ToolContext(db) as ctx:
+            with open_context(db) as ctx:
                 emit_json(anthropic_tools(ctx))
     except SqlToolError as exc:
         fail(exc.message)
@@ -166,7 +177,7 @@ def mcp(
 
 
 def _investigate(
-    data: list[Path],
+    data: list[str] | list[Path],
     *,
     metric: str,
     baseline: str,
@@ -225,8 +236,11 @@ def _investigate(
         bar.update(bar.tasks[0].id, completed=n)
         bar.console.print(line, markup=False, highlight=False)
 
+    locations = [str(d) for d in data]
+    if prefect:  # a flow run records its parameters: a URL's password travels apart
+        locations = [_password_apart(d) for d in locations]
     request = flow_mod.Request(
-        data=[str(d) for d in data], metric=metric, baseline=baseline, comparison=comparison,
+        data=locations, metric=metric, baseline=baseline, comparison=comparison,
         table=table, time_column=time_column, period_column=period_column, grain=grain,
         dimensions=[d.strip() for d in dimensions.split(",")] if dimensions else None,
         filters=filters or None, out=str(out), db=str(db) if db else None, offline=offline,
@@ -267,10 +281,30 @@ def _investigate(
     typer.echo(f"wrote {printable(out / 'report.md')} and {printable(out / 'result.json')}")
 
 
+def _password_apart(location: str) -> str:
+    """A ``postgresql://`` URL without its password, which goes to ``PGPASSWORD`` (where libpq
+    reads it) in this process instead; any other location unchanged."""
+    import os
+
+    from sql_tools._postgres import is_postgres_url, parse_postgres_url, without_password
+
+    if not is_postgres_url(location):
+        return location
+    password = parse_postgres_url(location).password
+    if password:
+        os.environ["PGPASSWORD"] = password
+    return without_password(location)
+
+
 @app.command()
 def investigate(
     data: Annotated[
-        list[Path], typer.Argument(help="CSV/CSV.gz/Parquet files or folders, or one .duckdb file.")
+        list[str],
+        typer.Argument(
+            help="CSV/CSV.gz/Parquet files or folders, one .duckdb file, or one "
+            "postgresql://user:password@host:port/dbname URL (tables read in place; "
+            "?schema=NAME, ?tables=a,b, ?query_timeout=SECONDS)."
+        ),
     ],
     metric: Annotated[
         str,
@@ -373,6 +407,22 @@ def investigate(
         prefect=prefect,
         source=source,
     )
+
+
+@app.command("postgres-role")
+def postgres_role(
+    table: Annotated[
+        list[str] | None,
+        typer.Option("--table", help="A table to grant SELECT on (repeatable; default: all)."),
+    ] = None,
+    schema: Annotated[str, typer.Option(help="The tables' schema.")] = "public",
+    role: Annotated[str, typer.Option(help="Name of the role to create.")] = "drilldown_reader",
+) -> None:
+    """Print the SQL that creates a role which may only read the tables: the only kind of role
+    `drilldown investigate postgresql://...` connects as."""
+    from sql_tools._postgres import role_statements
+
+    typer.echo(role_statements(role, schema, table or None))
 
 
 @app.command()

@@ -24,6 +24,8 @@ from prefect import flow
 from pydantic import BaseModel, ConfigDict
 
 from flows import steps
+from sql_tools._errors import ToolInputError
+from sql_tools._postgres import is_postgres_url
 from sql_tools.output import printable
 from tasks.agent.steps import unavailable
 from tasks.ingest import storage
@@ -90,7 +92,11 @@ def investigate(
 ) -> dict[str, Any]:
     """Explain why ``metric`` moved from ``baseline`` to ``comparison`` (date ranges
     ``YYYY-MM-DD:YYYY-MM-DD`` on ``time_column``, or labels of ``period_column``) and write
-    result.json, report.md and the evidence ledger into ``out``. Without ANTHROPIC_API_KEY, or
+    result.json, report.md and the evidence ledger into ``out``. ``data`` holds CSV/Parquet
+    paths or folders, ``supabase://bucket/prefix`` locations, one ``.duckdb`` file, or one
+    ``postgresql://`` URL whose tables are read where they are (Prefect records a flow's
+    parameters: give that URL without its password, and the password through ``PGPASSWORD``
+    or a pgpass file where the flow runs). Without ANTHROPIC_API_KEY, or
     with ``offline``, the offline planner investigates. ``source`` names where the data comes
     from, so that investigations of its later versions share memory with this one."""
     return investigation(Request(**locals()))  # every parameter, and only those
@@ -108,6 +114,8 @@ def investigation(
     db = _load(req.data, req.db, req.out)
     run = Run(db, req.question(), source=source, progress=progress, client=client, config=config)
     with run:
+        if is_postgres_url(db):
+            _say(f"postgres  {run.db}: {', '.join(run.ctx.schema.table_names)}")
         explanation = _call(steps.decompose, run)
         history = _call(steps.recall_history, run, explanation) if req.remember else None
         if history and history.get("warning"):
@@ -129,7 +137,7 @@ def investigation(
                 _say(f"warning: {saved['warning']}")
     return {
         "out": req.out,
-        "db": db,
+        "db": run.db if is_postgres_url(db) else db,  # a URL without its password
         "run_id": saved["run_id"] if saved else None,
         "change": result["change"],
         "root_causes": [c["segment"] for c in result["root_causes"]],
@@ -179,6 +187,14 @@ def _in_flow() -> bool:
 
 
 def _load(data: list[str], db: str | None, out: str) -> str:
+    """The database to investigate: a ``postgresql://`` URL as it is (its tables are read in
+    place, nothing is written), a ``.duckdb`` file as it is, else the files loaded into ``db``."""
+    if any(is_postgres_url(d) for d in data):
+        if len(data) != 1 or db is not None:
+            raise ToolInputError(
+                "a postgresql:// URL is read in place: give it as the only data, without --db"
+            )
+        return data[0]
     Path(out).mkdir(parents=True, exist_ok=True)
     local = storage.local_paths(data, Path(out) / "uploads", say=_say)
     if len(local) == 1 and local[0].endswith(".duckdb") and db is None:

@@ -1,4 +1,5 @@
-"""Restricted, read-only SQL tools over a loaded DuckDB file: the only road to the data.
+"""Restricted, read-only SQL tools over a loaded DuckDB file, or over tables read where they are
+in Postgres (``_postgres.PostgresContext``): the only road to the data.
 
 This package imports nothing of the product's other packages (see ``tests/test_layout.py``).
 """

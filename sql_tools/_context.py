@@ -183,6 +183,11 @@ class ToolContext:
     dialect = "duckdb"
 
     def __init__(self, db_path: str | Path, limits: Limits | None = None) -> None:
+        if str(db_path).lower().startswith(("postgresql:/", "postgres:/")):  # never echo it
+            raise SqlToolError(
+                "a postgresql:// URL is not a DuckDB file: this reads DuckDB files only",
+                code="database_error",
+            )
         self.db_path = Path(db_path)
         self.limits = limits or Limits()
         if not self.db_path.is_file():

@@ -1,13 +1,16 @@
 """One investigation's state, handed from step to step.
 
-A :class:`Run` is what the steps of an investigation share: the database, the question's
-arguments, the data's identity, and, opened once and owned by the run, the read-only
-:class:`ToolContext` on the database, the validated :class:`Question` and the engine's
-:class:`Analysis`. Hypotheses investigated at once share them instead of recomputing them, and
+A :class:`Run` is what the steps of an investigation share: the database (a DuckDB file, or a
+``postgresql://`` URL whose tables are read in place), the question's arguments, the data's
+identity, and, opened once and owned by the run, the read-only tool context on the database
+(:class:`ToolContext` or :class:`PostgresContext`), the validated :class:`Question` and the
+engine's :class:`Analysis`. Hypotheses investigated at once share them instead of recomputing them, and
 closing the run closes its connection. Nothing about a run lives in module globals.
 
 A Prefect task caches on a run's identity (:meth:`Run.identity`: database, question, data hash),
-never on its open connection.
+never on its open connection. For Postgres the database is its place without user or password
+(host, port, database, schema, tables) and the data hash covers the rows' contents, measured in
+Postgres when the run opens: a cached answer is never served after rows change.
 """
 
 from __future__ import annotations
@@ -20,21 +23,28 @@ from pathlib import Path
 from typing import Any
 
 from sql_tools._context import ToolContext
+from sql_tools._postgres import PostgresContext, is_postgres_url, parse_postgres_url
 from tasks.engine.explain import Analysis, analyze
 from tasks.engine.spec import Question
+from tasks.ingest.postgres import open_context
 
 Progress = Callable[[int, int, dict[str, Any]], None]
 """Called as each hypothesis completes: (completed, total, the hypothesis's run as JSON)."""
 
 
 def data_hash(db: str | Path) -> str:
-    """SHA-256 over the loaded tables' file hashes: the data's identity for caching."""
-    with ToolContext(db) as ctx:
+    """SHA-256 over the data's fingerprint (:func:`fingerprint`): its identity for caching."""
+    with open_context(str(db)) as ctx:
         return fingerprint_hash(fingerprint(ctx))
 
 
-def fingerprint(ctx: ToolContext) -> dict[str, str]:
-    """table -> SHA-256 of the file it was loaded from."""
+def fingerprint(ctx: ToolContext | PostgresContext) -> dict[str, str]:
+    """table -> a hash of its contents: for a DuckDB file, the SHA-256 of the file the table was
+    loaded from; in Postgres, the SHA-256 of its columns, row count and sum of row hashes
+    (:meth:`PostgresContext.content_fingerprint`, one query)."""
+    if isinstance(ctx, PostgresContext):
+        tables = ctx.content_fingerprint()["tables"]
+        return {name: fingerprint_hash(content) for name, content in sorted(tables.items())}
     return {name: rec.sha256 for name, rec in sorted(ctx.schema.catalog.loads.items())}
 
 
@@ -43,7 +53,7 @@ def fingerprint_hash(fp: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(fp, sort_keys=True).encode()).hexdigest()
 
 
-def question_of(ctx: ToolContext, qargs: dict[str, Any]) -> Question:
+def question_of(ctx: ToolContext | PostgresContext, qargs: dict[str, Any]) -> Question:
     """The validated question from command-line style arguments (see ``build_question``)."""
     from tasks.engine.parse import build_question
 
@@ -62,8 +72,9 @@ def _file_hash(path: str | Path) -> str:
 
 
 class Run:
-    """One investigation: ``db`` and the question's arguments ``qargs`` (as ``drilldown
-    investigate`` takes them), the data's identity ``data`` (when not given: the loaded files'
+    """One investigation: ``db`` (a DuckDB file, or a ``postgresql://`` URL: :attr:`db` then
+    shows it without its password, which only the connection keeps) and the question's
+    arguments ``qargs`` (as ``drilldown investigate`` takes them), the data's identity ``data`` (when not given: the loaded files'
     hashes, and the named-metrics file's when the question reads one), the data's ``source``
     name, the ``progress`` callback, and optionally the Claude ``client`` and agent ``config`` to
     use (default: from the environment).
@@ -82,14 +93,19 @@ class Run:
         client: Any = None,
         config: Any = None,
     ) -> None:
-        self.db = str(Path(db).resolve())
+        if is_postgres_url(db):
+            where = parse_postgres_url(str(db))
+            self._location, self.db, self._place = str(db), where.display, where.location
+        else:
+            self.db = self._location = self._place = str(Path(db).resolve())
         self.qargs = dict(qargs)
         self.source = source
         self.progress = progress
         self.client = client
         self.config = config
         self._lock = threading.Lock()
-        self._ctx: ToolContext | None = None
+        self._ctx: ToolContext | PostgresContext | None = None
+        self._fingerprint: dict[str, str] | None = None
         self._question: Question | None = None
         self._analysis: Analysis | None = None
         self._closed = False
@@ -102,24 +118,31 @@ class Run:
     def _identity_hash(self) -> str:
         """The loaded files' hashes, with the named-metrics file's when the question reads one
         (a named metric's definition is part of what a cached result depends on)."""
-        data = fingerprint_hash(fingerprint(self.ctx))
+        data = fingerprint_hash(self.fingerprint)
         metrics_file = self.qargs.get("metrics_file")
         if metrics_file:
             data = fingerprint_hash({"data": data, "metrics": _file_hash(metrics_file)})
         return data
 
+    @property
+    def fingerprint(self) -> dict[str, str]:
+        """The data's :func:`fingerprint`, taken once (in Postgres, when the run opens)."""
+        if self._fingerprint is None:
+            self._fingerprint = fingerprint(self.ctx)
+        return self._fingerprint
+
     def identity(self) -> dict[str, Any]:
         """What a cached step's result depends on: the database, the question, the data."""
-        return {"db": self.db, "qargs": self.qargs, "data": self.data}
+        return {"db": self._place, "qargs": self.qargs, "data": self.data}
 
     @property
-    def ctx(self) -> ToolContext:
+    def ctx(self) -> ToolContext | PostgresContext:
         """The run's read-only tool context (opened on first use)."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("this run is closed")
             if self._ctx is None:
-                self._ctx = ToolContext(self.db)
+                self._ctx = open_context(self._location)
             return self._ctx
 
     @property

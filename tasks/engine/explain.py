@@ -65,8 +65,9 @@ def explain_change(db: str | Path | ToolContext, question: Question) -> Explanat
 
 
 def analyze(db: str | Path | ToolContext, question: Question) -> Analysis:
-    """The explanation, plus the searched segments' statistics (for judging other claims)."""
-    if isinstance(db, ToolContext):
+    """The explanation, plus the searched segments' statistics (for judging other claims).
+    ``db`` is a DuckDB file, or an open tool context (on DuckDB or Postgres)."""
+    if not isinstance(db, str | Path):
         return _explain(db, question)
     with ToolContext(db) as ctx:
         return _explain(ctx, question)

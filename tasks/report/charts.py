@@ -257,7 +257,11 @@ def top_root_causes(result: dict[str, Any], n: int = TOP_SERIES) -> list[dict[st
 
 
 def daily_series(
-    result: dict[str, Any], db: Path, *, top: int = TOP_SERIES, ctx: ToolContext | None = None
+    result: dict[str, Any],
+    db: Path | str,
+    *,
+    top: int = TOP_SERIES,
+    ctx: ToolContext | None = None,
 ) -> list[DailySeries]:
     """The metric per day for everything and the top root causes, both periods (on ``ctx``
     when given, else on a read-only context of its own).

@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import html
 import math
+import shlex
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -56,7 +57,7 @@ CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 
 
 def write_report_files(
-    result: dict[str, Any], out: Path, db: Path, ctx: ToolContext | None = None
+    result: dict[str, Any], out: Path, db: Path | str, ctx: ToolContext | None = None
 ) -> list[Path]:
     """Write ``out/charts/*.png`` and ``out/report.html``; return the paths written (the per-day
     numbers are read on ``ctx`` when given, else on a read-only context of its own).
@@ -515,7 +516,8 @@ def _check(result: dict[str, Any], db: str | None) -> list[str]:
         if ev and ev.get("tool"):
             args = dumps(ev.get("arguments") or {})
             quoted = "'" + args.replace("'", "'\\''") + "'"
-            commands.append(f"drilldown tool {ev['tool']} --db {db or 'DB'} --args {quoted}")
+            where = shlex.quote(db) if db else "DB"
+            commands.append(f"drilldown tool {ev['tool']} --db {where} --args {quoted}")
     if commands:
         lines.append("<p>Each root cause comes from a query anyone can re-run:</p>")
         lines += [f"<pre><code>{code(c)}</code></pre>" for c in commands]

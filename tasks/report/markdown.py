@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -435,4 +436,4 @@ def _hypotheses(e: Explanation, db: str | None) -> list[str]:
 
 def _tool_command(tool: str, args: str, db: str | None) -> str:
     quoted = "'" + args.replace("'", "'\\''") + "'"
-    return f"drilldown tool {tool} --db {db or 'DB'} --args {quoted}"
+    return f"drilldown tool {tool} --db {shlex.quote(db) if db else 'DB'} --args {quoted}"

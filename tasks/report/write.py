@@ -26,7 +26,7 @@ def write_report(
     folder.mkdir(parents=True, exist_ok=True)
     explanation = Explanation.model_validate(result)
     report_md = render(explanation, db=run.db)
-    charts = write_report_files(result, folder, Path(run.db), run.ctx)  # html, charts
+    charts = write_report_files(result, folder, run.db, run.ctx)  # html, charts
     report_md = report_md.rstrip() + "\n\n" + charts_markdown(charts) if charts else report_md
     (folder / "report.md").write_text(report_md, encoding="utf-8")
     ledger = Ledger()

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from tasks.engine.spec import Question
-from tasks.run import Run, fingerprint
+from tasks.run import Run
 
 if TYPE_CHECKING:
     from tasks.store.models import DataIdentity
@@ -112,7 +112,7 @@ def _identity(run: Run) -> tuple[Question, DataIdentity, str]:
     from tasks.store.models import DataIdentity
 
     q = run.question
-    data_fp = fingerprint(run.ctx)
+    data_fp = run.fingerprint
     data = DataIdentity(table=q.metric.table, fingerprint=data_fp, source=run.source)
     return q, data, run_id(data_fp, question_dict(q))
 

