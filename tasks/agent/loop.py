@@ -12,7 +12,6 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-
 from tasks.agent.config import AgentConfig
 from tasks.agent.models import LedgerEntry, Outcome, Usage
 from tasks.agent.session import Session, tool_definitions
