@@ -790,6 +790,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=1,
         help="run the reference and the product alternately this many times; report medians",
     )
+    ap.add_argument(
+        "--before",
+        type=Path,
+        help="another checkout whose `python -m drilldown.cli` runs alternately with this one",
+    )
     ap.add_argument("--child", choices=["api", "wisepizza", "reference"], help=argparse.SUPPRESS)
     ap.add_argument("--data", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--child-out", type=Path, help=argparse.SUPPRESS)
