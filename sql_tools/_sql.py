@@ -424,7 +424,9 @@ def non_finite_notes(
     if where is not None:
         tree = tree.where(where.copy())
     used = {p.name for p in tree.find_all(exp.Placeholder)}
-    row = ctx.run(to_sql(tree, ctx.dialect), {k: v for k, v in params.values.items() if k in used}, max_rows=1)
+    row = ctx.run(
+        to_sql(tree, ctx.dialect), {k: v for k, v in params.values.items() if k in used}, max_rows=1
+    )
     notes = []
     for j, ref in enumerate(hit):
         counts = [int(n) for n in row.rows[0][3 * j : 3 * j + 3]]

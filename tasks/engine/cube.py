@@ -730,7 +730,9 @@ def segment_query(ctx: ToolContext, q: Question, segment: dict[str, Any]) -> Seg
         formula = "n / days in the period"
     else:
         formula = "n"
-    return SegmentQuery(sql=to_sql(tree, ctx.dialect), params=dict(sq.params.values), formula=formula)
+    return SegmentQuery(
+        sql=to_sql(tree, ctx.dialect), params=dict(sq.params.values), formula=formula
+    )
 
 
 def run_segment_query(ctx: ToolContext, q: Question, sq: SegmentQuery) -> SegmentQuery:
