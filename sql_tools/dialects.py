@@ -13,8 +13,9 @@ from sqlglot import exp
 DIALECTS = ("duckdb", "postgres", "bigquery", "snowflake")
 
 
-def render(tree: exp.Expression, dialect: str) -> str:
-    """``tree`` as SQL text in ``dialect``, every identifier quoted."""
+def render(tree: exp.Expression, dialect: str, *, pretty: bool = False) -> str:
+    """``tree`` as SQL text in ``dialect``, every identifier quoted; ``pretty`` lays it out on
+    several lines for reading (the golden files in ``tests/sql_tools/golden/``)."""
     if dialect not in DIALECTS:
         raise ValueError(f"unknown SQL dialect {dialect!r}: use one of {', '.join(DIALECTS)}")
-    return tree.sql(dialect=dialect, identify=True)
+    return tree.sql(dialect=dialect, identify=True, pretty=pretty)
