@@ -307,7 +307,7 @@ def measure_expr(
 
 
 def to_sql(tree: exp.Expression, dialect: str) -> str:
-    """Render a tree in ``dialect`` (the context's: ``duckdb``, ``postgres``) with every
+    """Render a tree in ``dialect`` (the context's; see :mod:`sql_tools.dialects`) with every
     identifier quoted. Each query is built once as a tree; only this step knows the dialect."""
     return render(tree, dialect)
 

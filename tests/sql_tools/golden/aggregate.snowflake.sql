@@ -15,11 +15,11 @@ FROM "sales" AS "t0"
 LEFT JOIN "customers" AS "t1"
   ON "t0"."customer_id" = "t1"."customer_id"
 WHERE
-  "t0"."day" BETWEEN :p1 AND :p2
+  "t0"."day" BETWEEN :1 AND :2
   AND NOT "t1"."tier" IS NULL
-  AND NOT "t0"."region" IN (:p3)
-  AND "t0"."orders" >= :p4
-  AND "t0"."revenue" < :p5
+  AND NOT "t0"."region" IN (:3)
+  AND "t0"."orders" >= :4
+  AND "t0"."revenue" < :5
 GROUP BY
   "t0"."region"
 ORDER BY

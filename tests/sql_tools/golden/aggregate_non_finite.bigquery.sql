@@ -5,9 +5,9 @@
 -- p4 = 2
 -- p5 = 1000.5
 SELECT
-  COUNTIF(isnan(`t0`.`revenue`)),
-  COUNTIF(isinf(`t0`.`revenue`) AND `t0`.`revenue` > 0),
-  COUNTIF(isinf(`t0`.`revenue`) AND `t0`.`revenue` < 0)
+  COUNTIF(IS_NAN(`t0`.`revenue`)),
+  COUNTIF(IS_INF(`t0`.`revenue`) AND `t0`.`revenue` > 0),
+  COUNTIF(IS_INF(`t0`.`revenue`) AND `t0`.`revenue` < 0)
 FROM `sales` AS `t0`
 LEFT JOIN `customers` AS `t1`
   ON `t0`.`customer_id` = `t1`.`customer_id`

@@ -47,12 +47,12 @@ SELECT
   (
     COALESCE(`seg`.`comparison`, 0) - COALESCE(`seg`.`baseline`, 0)
   ) AS `delta`,
-  (
+  CAST((
     COALESCE(`seg`.`comparison`, 0) - COALESCE(`seg`.`baseline`, 0)
-  ) / NULLIF(ABS(`seg`.`baseline`), 0) AS `relative_delta`,
-  (
+  ) AS FLOAT64) / NULLIF(ABS(`seg`.`baseline`), 0) AS `relative_delta`,
+  CAST((
     COALESCE(`seg`.`comparison`, 0) - COALESCE(`seg`.`baseline`, 0)
-  ) / NULLIF((
+  ) AS FLOAT64) / NULLIF((
     COALESCE(`tot`.`comparison`, 0) - COALESCE(`tot`.`baseline`, 0)
   ), 0) AS `share_of_delta`,
   `seg`.`baseline_rows`,

@@ -9,35 +9,35 @@
 WITH "seg" AS (
   SELECT
     "t0"."region" AS "region",
-    SUM(IFF("t0"."day" BETWEEN :p1 AND :p2, "t0"."revenue", NULL)) AS "baseline",
-    SUM(IFF("t0"."day" BETWEEN :p3 AND :p4, "t0"."revenue", NULL)) AS "comparison",
-    COUNT_IF("t0"."day" BETWEEN :p1 AND :p2) AS "baseline_rows",
-    COUNT_IF("t0"."day" BETWEEN :p3 AND :p4) AS "comparison_rows"
+    SUM(IFF("t0"."day" BETWEEN :1 AND :2, "t0"."revenue", NULL)) AS "baseline",
+    SUM(IFF("t0"."day" BETWEEN :3 AND :4, "t0"."revenue", NULL)) AS "comparison",
+    COUNT_IF("t0"."day" BETWEEN :1 AND :2) AS "baseline_rows",
+    COUNT_IF("t0"."day" BETWEEN :3 AND :4) AS "comparison_rows"
   FROM "sales" AS "t0"
   LEFT JOIN "customers" AS "t1"
     ON "t0"."customer_id" = "t1"."customer_id"
   WHERE
     (
-      "t0"."day" BETWEEN :p1 AND :p2 OR "t0"."day" BETWEEN :p3 AND :p4
+      "t0"."day" BETWEEN :1 AND :2 OR "t0"."day" BETWEEN :3 AND :4
     )
     AND (
-      "t0"."product" <> :p5 AND "t1"."tier" IN (:p6, :p7)
+      "t0"."product" <> :5 AND "t1"."tier" IN (:6, :7)
     )
   GROUP BY
     "t0"."region"
 ), "tot" AS (
   SELECT
-    SUM(IFF("t0"."day" BETWEEN :p1 AND :p2, "t0"."revenue", NULL)) AS "baseline",
-    SUM(IFF("t0"."day" BETWEEN :p3 AND :p4, "t0"."revenue", NULL)) AS "comparison"
+    SUM(IFF("t0"."day" BETWEEN :1 AND :2, "t0"."revenue", NULL)) AS "baseline",
+    SUM(IFF("t0"."day" BETWEEN :3 AND :4, "t0"."revenue", NULL)) AS "comparison"
   FROM "sales" AS "t0"
   LEFT JOIN "customers" AS "t1"
     ON "t0"."customer_id" = "t1"."customer_id"
   WHERE
     (
-      "t0"."day" BETWEEN :p1 AND :p2 OR "t0"."day" BETWEEN :p3 AND :p4
+      "t0"."day" BETWEEN :1 AND :2 OR "t0"."day" BETWEEN :3 AND :4
     )
     AND (
-      "t0"."product" <> :p5 AND "t1"."tier" IN (:p6, :p7)
+      "t0"."product" <> :5 AND "t1"."tier" IN (:6, :7)
     )
 )
 SELECT
@@ -47,12 +47,12 @@ SELECT
   (
     COALESCE("seg"."comparison", 0) - COALESCE("seg"."baseline", 0)
   ) AS "delta",
-  (
+  CAST((
     COALESCE("seg"."comparison", 0) - COALESCE("seg"."baseline", 0)
-  ) / NULLIF(ABS("seg"."baseline"), 0) AS "relative_delta",
-  (
+  ) AS DOUBLE) / NULLIF(ABS("seg"."baseline"), 0) AS "relative_delta",
+  CAST((
     COALESCE("seg"."comparison", 0) - COALESCE("seg"."baseline", 0)
-  ) / NULLIF((
+  ) AS DOUBLE) / NULLIF((
     COALESCE("tot"."comparison", 0) - COALESCE("tot"."baseline", 0)
   ), 0) AS "share_of_delta",
   "seg"."baseline_rows",

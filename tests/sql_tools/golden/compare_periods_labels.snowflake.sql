@@ -3,20 +3,20 @@
 -- p2 = 'US'
 WITH "seg" AS (
   SELECT
-    COUNT(DISTINCT IFF("t0"."region" = :p1, "t0"."customer_id", NULL)) AS "baseline",
-    COUNT(DISTINCT IFF("t0"."region" = :p2, "t0"."customer_id", NULL)) AS "comparison",
-    COUNT_IF("t0"."region" = :p1) AS "baseline_rows",
-    COUNT_IF("t0"."region" = :p2) AS "comparison_rows"
+    COUNT(DISTINCT IFF("t0"."region" = :1, "t0"."customer_id", NULL)) AS "baseline",
+    COUNT(DISTINCT IFF("t0"."region" = :2, "t0"."customer_id", NULL)) AS "comparison",
+    COUNT_IF("t0"."region" = :1) AS "baseline_rows",
+    COUNT_IF("t0"."region" = :2) AS "comparison_rows"
   FROM "sales" AS "t0"
   WHERE
-    "t0"."region" = :p1 OR "t0"."region" = :p2
+    "t0"."region" = :1 OR "t0"."region" = :2
 ), "tot" AS (
   SELECT
-    COUNT(DISTINCT IFF("t0"."region" = :p1, "t0"."customer_id", NULL)) AS "baseline",
-    COUNT(DISTINCT IFF("t0"."region" = :p2, "t0"."customer_id", NULL)) AS "comparison"
+    COUNT(DISTINCT IFF("t0"."region" = :1, "t0"."customer_id", NULL)) AS "baseline",
+    COUNT(DISTINCT IFF("t0"."region" = :2, "t0"."customer_id", NULL)) AS "comparison"
   FROM "sales" AS "t0"
   WHERE
-    "t0"."region" = :p1 OR "t0"."region" = :p2
+    "t0"."region" = :1 OR "t0"."region" = :2
 )
 SELECT
   "seg"."baseline",
@@ -24,12 +24,12 @@ SELECT
   (
     "seg"."comparison" - "seg"."baseline"
   ) AS "delta",
-  (
+  CAST((
     "seg"."comparison" - "seg"."baseline"
-  ) / NULLIF(ABS("seg"."baseline"), 0) AS "relative_delta",
-  (
+  ) AS DOUBLE) / NULLIF(ABS("seg"."baseline"), 0) AS "relative_delta",
+  CAST((
     "seg"."comparison" - "seg"."baseline"
-  ) / NULLIF((
+  ) AS DOUBLE) / NULLIF((
     "tot"."comparison" - "tot"."baseline"
   ), 0) AS "share_of_delta",
   "seg"."baseline_rows",

@@ -7,16 +7,28 @@
 -- p6 = 'gold'
 -- p7 = 'silver'
 SELECT
-  COUNT_IF(ISNAN("t0"."revenue")),
-  COUNT_IF(ISINF("t0"."revenue") AND "t0"."revenue" > 0),
-  COUNT_IF(ISINF("t0"."revenue") AND "t0"."revenue" < 0)
+  COUNT_IF((
+    "t0"."revenue" = CAST('NaN' AS DOUBLE)
+  )),
+  COUNT_IF(
+    (
+      "t0"."revenue" IN (CAST('inf' AS DOUBLE), CAST('-inf' AS DOUBLE))
+    )
+    AND "t0"."revenue" > 0
+  ),
+  COUNT_IF(
+    (
+      "t0"."revenue" IN (CAST('inf' AS DOUBLE), CAST('-inf' AS DOUBLE))
+    )
+    AND "t0"."revenue" < 0
+  )
 FROM "sales" AS "t0"
 LEFT JOIN "customers" AS "t1"
   ON "t0"."customer_id" = "t1"."customer_id"
 WHERE
   (
-    "t0"."day" BETWEEN :p1 AND :p2 OR "t0"."day" BETWEEN :p3 AND :p4
+    "t0"."day" BETWEEN :1 AND :2 OR "t0"."day" BETWEEN :3 AND :4
   )
   AND (
-    "t0"."product" <> :p5 AND "t1"."tier" IN (:p6, :p7)
+    "t0"."product" <> :5 AND "t1"."tier" IN (:6, :7)
   )

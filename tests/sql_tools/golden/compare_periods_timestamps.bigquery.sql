@@ -40,12 +40,12 @@ SELECT
   (
     `seg`.`comparison` - `seg`.`baseline`
   ) AS `delta`,
-  (
+  CAST((
     `seg`.`comparison` - `seg`.`baseline`
-  ) / NULLIF(ABS(`seg`.`baseline`), 0) AS `relative_delta`,
-  (
+  ) AS FLOAT64) / NULLIF(ABS(`seg`.`baseline`), 0) AS `relative_delta`,
+  CAST((
     `seg`.`comparison` - `seg`.`baseline`
-  ) / NULLIF((
+  ) AS FLOAT64) / NULLIF((
     `tot`.`comparison` - `tot`.`baseline`
   ), 0) AS `share_of_delta`,
   `seg`.`baseline_rows`,

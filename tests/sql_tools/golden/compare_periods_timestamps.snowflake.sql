@@ -6,31 +6,31 @@
 WITH "seg" AS (
   SELECT
     "t0"."page" AS "page",
-    AVG(IFF("t0"."ts" >= :p1 AND "t0"."ts" < :p2, "t0"."visits", NULL)) AS "baseline",
-    AVG(IFF("t0"."ts" >= :p3 AND "t0"."ts" < :p4, "t0"."visits", NULL)) AS "comparison",
-    COUNT_IF("t0"."ts" >= :p1 AND "t0"."ts" < :p2) AS "baseline_rows",
-    COUNT_IF("t0"."ts" >= :p3 AND "t0"."ts" < :p4) AS "comparison_rows"
+    AVG(IFF("t0"."ts" >= :1 AND "t0"."ts" < :2, "t0"."visits", NULL)) AS "baseline",
+    AVG(IFF("t0"."ts" >= :3 AND "t0"."ts" < :4, "t0"."visits", NULL)) AS "comparison",
+    COUNT_IF("t0"."ts" >= :1 AND "t0"."ts" < :2) AS "baseline_rows",
+    COUNT_IF("t0"."ts" >= :3 AND "t0"."ts" < :4) AS "comparison_rows"
   FROM "visits" AS "t0"
   WHERE
     (
-      "t0"."ts" >= :p1 AND "t0"."ts" < :p2
+      "t0"."ts" >= :1 AND "t0"."ts" < :2
     )
     OR (
-      "t0"."ts" >= :p3 AND "t0"."ts" < :p4
+      "t0"."ts" >= :3 AND "t0"."ts" < :4
     )
   GROUP BY
     "t0"."page"
 ), "tot" AS (
   SELECT
-    AVG(IFF("t0"."ts" >= :p1 AND "t0"."ts" < :p2, "t0"."visits", NULL)) AS "baseline",
-    AVG(IFF("t0"."ts" >= :p3 AND "t0"."ts" < :p4, "t0"."visits", NULL)) AS "comparison"
+    AVG(IFF("t0"."ts" >= :1 AND "t0"."ts" < :2, "t0"."visits", NULL)) AS "baseline",
+    AVG(IFF("t0"."ts" >= :3 AND "t0"."ts" < :4, "t0"."visits", NULL)) AS "comparison"
   FROM "visits" AS "t0"
   WHERE
     (
-      "t0"."ts" >= :p1 AND "t0"."ts" < :p2
+      "t0"."ts" >= :1 AND "t0"."ts" < :2
     )
     OR (
-      "t0"."ts" >= :p3 AND "t0"."ts" < :p4
+      "t0"."ts" >= :3 AND "t0"."ts" < :4
     )
 )
 SELECT
@@ -40,12 +40,12 @@ SELECT
   (
     "seg"."comparison" - "seg"."baseline"
   ) AS "delta",
-  (
+  CAST((
     "seg"."comparison" - "seg"."baseline"
-  ) / NULLIF(ABS("seg"."baseline"), 0) AS "relative_delta",
-  (
+  ) AS DOUBLE) / NULLIF(ABS("seg"."baseline"), 0) AS "relative_delta",
+  CAST((
     "seg"."comparison" - "seg"."baseline"
-  ) / NULLIF((
+  ) AS DOUBLE) / NULLIF((
     "tot"."comparison" - "tot"."baseline"
   ), 0) AS "share_of_delta",
   "seg"."baseline_rows",

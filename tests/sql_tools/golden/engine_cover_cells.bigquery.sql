@@ -4,18 +4,20 @@
 -- p3 = datetime.date(2024, 1, 8)
 -- p4 = datetime.date(2024, 1, 14)
 SELECT
-  GROUPING(`d0`, `d1`, `d2`) AS `__g`,
+  (
+    GROUPING(`d0`) * 4 + GROUPING(`d1`) * 2 + GROUPING(`d2`)
+  ) AS `__g`,
   `d0`,
   `d1`,
   `d2`,
-  approx_count_distinct(IF(`__p` = 0, hash(`__un`, `__day`), NULL)) AS `nb`,
-  approx_count_distinct(IF(`__p` = 0, hash(`__un`, `__day`), NULL)) AS `qnb`,
+  approx_count_distinct(IF(`__p` = 0, FARM_FINGERPRINT(TO_JSON_STRING(STRUCT(`__un`, `__day`))), NULL)) AS `nb`,
+  approx_count_distinct(IF(`__p` = 0, FARM_FINGERPRINT(TO_JSON_STRING(STRUCT(`__un`, `__day`))), NULL)) AS `qnb`,
   SUM(IF(`__p` = 0, `__d`, NULL)) AS `db`,
   SUM(IF(`__p` = 0, `__d` * `__d`, NULL)) AS `qdb`,
   SUM(IF(`__p` = 0, 1, NULL)) AS `rowsb`,
   SUM(IF(`__p` = 0, `__n` * `__d`, NULL)) AS `qndb`,
-  approx_count_distinct(IF(`__p` = 1, hash(`__un`, `__day`), NULL)) AS `nc`,
-  approx_count_distinct(IF(`__p` = 1, hash(`__un`, `__day`), NULL)) AS `qnc`,
+  approx_count_distinct(IF(`__p` = 1, FARM_FINGERPRINT(TO_JSON_STRING(STRUCT(`__un`, `__day`))), NULL)) AS `nc`,
+  approx_count_distinct(IF(`__p` = 1, FARM_FINGERPRINT(TO_JSON_STRING(STRUCT(`__un`, `__day`))), NULL)) AS `qnc`,
   SUM(IF(`__p` = 1, `__d`, NULL)) AS `dc`,
   SUM(IF(`__p` = 1, `__d` * `__d`, NULL)) AS `qdc`,
   SUM(IF(`__p` = 1, 1, NULL)) AS `rowsc`,

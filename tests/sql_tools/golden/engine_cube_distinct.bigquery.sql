@@ -4,7 +4,9 @@
 -- p3 = datetime.date(2024, 1, 8)
 -- p4 = datetime.date(2024, 1, 14)
 SELECT
-  GROUPING(`d0`, `d1`, `d2`) AS `__g`,
+  (
+    GROUPING(`d0`) * 4 + GROUPING(`d1`) * 2 + GROUPING(`d2`)
+  ) AS `__g`,
   `d0`,
   `d1`,
   `d2`,

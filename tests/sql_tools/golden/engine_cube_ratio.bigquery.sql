@@ -2,7 +2,9 @@
 -- p1 = 'Widget'
 -- p2 = 'Gadget'
 SELECT
-  GROUPING(`d0`, `d1`) AS `__g`,
+  (
+    GROUPING(`d0`) * 2 + GROUPING(`d1`)
+  ) AS `__g`,
   `d0`,
   `d1`,
   SUM(`nb`) AS `nb`,
@@ -38,7 +40,15 @@ FROM (
       `t0`.`region` AS `d0`,
       `t1`.`tier` AS `d1`,
       IF(`t0`.`product` = @p2, 1, 0) AS `__p`,
-      CAST(IF(isfinite(`t0`.`revenue`), `t0`.`revenue`, NULL) AS FLOAT64) AS `__n`,
+      CAST(IF(
+        (
+          NOT (
+            IS_INF(`t0`.`revenue`) OR IS_NAN(`t0`.`revenue`)
+          )
+        ),
+        `t0`.`revenue`,
+        NULL
+      ) AS FLOAT64) AS `__n`,
       CAST(`t0`.`orders` AS FLOAT64) AS `__d`
     FROM `sales` AS `t0`
     LEFT JOIN `customers` AS `t1`

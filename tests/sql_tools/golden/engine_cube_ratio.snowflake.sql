@@ -37,14 +37,20 @@ FROM (
     SELECT
       "t0"."region" AS "d0",
       "t1"."tier" AS "d1",
-      IFF("t0"."product" = :p2, 1, 0) AS "__p",
-      CAST(IFF(ISFINITE("t0"."revenue"), "t0"."revenue", NULL) AS DOUBLE) AS "__n",
+      IFF("t0"."product" = :2, 1, 0) AS "__p",
+      CAST(IFF(
+        (
+          NOT "t0"."revenue" IN (CAST('NaN' AS DOUBLE), CAST('inf' AS DOUBLE), CAST('-inf' AS DOUBLE))
+        ),
+        "t0"."revenue",
+        NULL
+      ) AS DOUBLE) AS "__n",
       CAST("t0"."orders" AS DOUBLE) AS "__d"
     FROM "sales" AS "t0"
     LEFT JOIN "customers" AS "t1"
       ON "t0"."customer_id" = "t1"."customer_id"
     WHERE
-      "t0"."product" = :p1 OR "t0"."product" = :p2
+      "t0"."product" = :1 OR "t0"."product" = :2
   )
   GROUP BY
     "d0",

@@ -49,17 +49,23 @@ FROM (
         "t0"."region" AS "d0",
         "t0"."product" AS "d1",
         "t1"."tier" AS "d2",
-        IFF("t0"."day" BETWEEN :p3 AND :p4, 1, 0) AS "__p",
+        IFF("t0"."day" BETWEEN :3 AND :4, 1, 0) AS "__p",
         CAST("t0"."day" AS DATE) AS "__day",
-        CAST(IFF(ISFINITE("t0"."revenue"), "t0"."revenue", NULL) AS DOUBLE) AS "__n",
+        CAST(IFF(
+          (
+            NOT "t0"."revenue" IN (CAST('NaN' AS DOUBLE), CAST('inf' AS DOUBLE), CAST('-inf' AS DOUBLE))
+          ),
+          "t0"."revenue",
+          NULL
+        ) AS DOUBLE) AS "__n",
         1 AS "__d"
       FROM "sales" AS "t0"
       LEFT JOIN "customers" AS "t1"
         ON "t0"."customer_id" = "t1"."customer_id"
       WHERE
-        "t0"."region" <> :p5
+        "t0"."region" <> :5
         AND (
-          "t0"."day" BETWEEN :p1 AND :p2 OR "t0"."day" BETWEEN :p3 AND :p4
+          "t0"."day" BETWEEN :1 AND :2 OR "t0"."day" BETWEEN :3 AND :4
         )
     )
     GROUP BY

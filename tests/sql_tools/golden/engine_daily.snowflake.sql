@@ -10,13 +10,19 @@ SELECT
   SUM("__d") AS "d"
 FROM (
   SELECT
-    IFF("t0"."day" BETWEEN :p3 AND :p4, 1, 0) AS "__p",
+    IFF("t0"."day" BETWEEN :3 AND :4, 1, 0) AS "__p",
     CAST("t0"."day" AS DATE) AS "__day",
-    CAST(IFF(ISFINITE("t0"."revenue"), "t0"."revenue", NULL) AS DOUBLE) AS "__n",
+    CAST(IFF(
+      (
+        NOT "t0"."revenue" IN (CAST('NaN' AS DOUBLE), CAST('inf' AS DOUBLE), CAST('-inf' AS DOUBLE))
+      ),
+      "t0"."revenue",
+      NULL
+    ) AS DOUBLE) AS "__n",
     CAST("t0"."orders" AS DOUBLE) AS "__d"
   FROM "sales" AS "t0"
   WHERE
-    "t0"."day" BETWEEN :p1 AND :p2 OR "t0"."day" BETWEEN :p3 AND :p4
+    "t0"."day" BETWEEN :1 AND :2 OR "t0"."day" BETWEEN :3 AND :4
 )
 GROUP BY
   "__day",

@@ -10,17 +10,17 @@ SELECT
   SUM("__d") AS "d"
 FROM (
   SELECT
-    IFF("t0"."ts" >= :p3 AND "t0"."ts" < :p4, 1, 0) AS "__p",
+    IFF("t0"."ts" >= :3 AND "t0"."ts" < :4, 1, 0) AS "__p",
     CAST("t0"."ts" AS DATE) AS "__day",
     CAST("t0"."visits" AS DOUBLE) AS "__n",
     1 AS "__d"
   FROM "visits" AS "t0"
   WHERE
     (
-      "t0"."ts" >= :p1 AND "t0"."ts" < :p2
+      "t0"."ts" >= :1 AND "t0"."ts" < :2
     )
     OR (
-      "t0"."ts" >= :p3 AND "t0"."ts" < :p4
+      "t0"."ts" >= :3 AND "t0"."ts" < :4
     )
 )
 GROUP BY

@@ -13,14 +13,14 @@ FROM (
     COUNT(DISTINCT "__un") AS "n"
   FROM (
     SELECT
-      IFF("t0"."day" BETWEEN :p3 AND :p4, 1, 0) AS "__p",
+      IFF("t0"."day" BETWEEN :3 AND :4, 1, 0) AS "__p",
       CAST("t0"."day" AS DATE) AS "__day",
       IFF(NOT "t0"."customer_id" IS NULL, 1, 0) AS "__n",
       "t0"."customer_id" AS "__un",
       1 AS "__d"
     FROM "sales" AS "t0"
     WHERE
-      "t0"."day" BETWEEN :p1 AND :p2 OR "t0"."day" BETWEEN :p3 AND :p4
+      "t0"."day" BETWEEN :1 AND :2 OR "t0"."day" BETWEEN :3 AND :4
   )
   GROUP BY
     "__p",

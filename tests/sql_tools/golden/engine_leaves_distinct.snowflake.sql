@@ -34,7 +34,7 @@ FROM (
       "t0"."region" AS "d0",
       "t0"."product" AS "d1",
       "t1"."tier" AS "d2",
-      IFF("t0"."day" BETWEEN :p3 AND :p4, 1, 0) AS "__p",
+      IFF("t0"."day" BETWEEN :3 AND :4, 1, 0) AS "__p",
       CAST("t0"."day" AS DATE) AS "__day",
       IFF(NOT "t0"."customer_id" IS NULL, 1, 0) AS "__n",
       "t0"."customer_id" AS "__un",
@@ -43,7 +43,7 @@ FROM (
     LEFT JOIN "customers" AS "t1"
       ON "t0"."customer_id" = "t1"."customer_id"
     WHERE
-      "t0"."day" BETWEEN :p1 AND :p2 OR "t0"."day" BETWEEN :p3 AND :p4
+      "t0"."day" BETWEEN :1 AND :2 OR "t0"."day" BETWEEN :3 AND :4
   )
   GROUP BY
     "d0",

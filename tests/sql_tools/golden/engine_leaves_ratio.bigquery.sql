@@ -21,7 +21,15 @@ FROM (
     `t0`.`region` AS `d0`,
     `t1`.`tier` AS `d1`,
     IF(`t0`.`product` = @p2, 1, 0) AS `__p`,
-    CAST(IF(isfinite(`t0`.`revenue`), `t0`.`revenue`, NULL) AS FLOAT64) AS `__n`,
+    CAST(IF(
+      (
+        NOT (
+          IS_INF(`t0`.`revenue`) OR IS_NAN(`t0`.`revenue`)
+        )
+      ),
+      `t0`.`revenue`,
+      NULL
+    ) AS FLOAT64) AS `__n`,
     CAST(`t0`.`orders` AS FLOAT64) AS `__d`
   FROM `sales` AS `t0`
   LEFT JOIN `customers` AS `t1`

@@ -35,7 +35,15 @@ FROM (
       `t1`.`tier` AS `d2`,
       IF(`t0`.`day` BETWEEN @p3 AND @p4, 1, 0) AS `__p`,
       CAST(`t0`.`day` AS DATE) AS `__day`,
-      CAST(IF(isfinite(`t0`.`revenue`), `t0`.`revenue`, NULL) AS FLOAT64) AS `__n`,
+      CAST(IF(
+        (
+          NOT (
+            IS_INF(`t0`.`revenue`) OR IS_NAN(`t0`.`revenue`)
+          )
+        ),
+        `t0`.`revenue`,
+        NULL
+      ) AS FLOAT64) AS `__n`,
       1 AS `__d`
     FROM `sales` AS `t0`
     LEFT JOIN `customers` AS `t1`

@@ -14,11 +14,19 @@ SELECT
     LEFT JOIN `customers` AS `t1`
       ON `t0`.`customer_id` = `t1`.`customer_id`
     WHERE
-      contains(`t0`.`product`, @p1) AND `t1`.`tier` IN (@p2, @p3) AND `t0`.`day` <= @p4
+      (
+        INSTR(`t0`.`product`, @p1) > 0
+      )
+      AND `t1`.`tier` IN (@p2, @p3)
+      AND `t0`.`day` <= @p4
   ) AS `__matched`
 FROM `sales` AS `t0`
 LEFT JOIN `customers` AS `t1`
   ON `t0`.`customer_id` = `t1`.`customer_id`
 WHERE
-  contains(`t0`.`product`, @p1) AND `t1`.`tier` IN (@p2, @p3) AND `t0`.`day` <= @p4
+  (
+    INSTR(`t0`.`product`, @p1) > 0
+  )
+  AND `t1`.`tier` IN (@p2, @p3)
+  AND `t0`.`day` <= @p4
 LIMIT 4

@@ -14,11 +14,11 @@ SELECT
     LEFT JOIN "customers" AS "t1"
       ON "t0"."customer_id" = "t1"."customer_id"
     WHERE
-      CONTAINS("t0"."product", :p1) AND "t1"."tier" IN (:p2, :p3) AND "t0"."day" <= :p4
+      CONTAINS("t0"."product", :1) AND "t1"."tier" IN (:2, :3) AND "t0"."day" <= :4
   ) AS "__matched"
 FROM "sales" AS "t0"
 LEFT JOIN "customers" AS "t1"
   ON "t0"."customer_id" = "t1"."customer_id"
 WHERE
-  CONTAINS("t0"."product", :p1) AND "t1"."tier" IN (:p2, :p3) AND "t0"."day" <= :p4
+  CONTAINS("t0"."product", :1) AND "t1"."tier" IN (:2, :3) AND "t0"."day" <= :4
 LIMIT 4

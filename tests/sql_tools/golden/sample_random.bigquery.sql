@@ -18,5 +18,5 @@ FROM `visits` AS `t0`
 WHERE
   `t0`.`note` IS NULL AND `t0`.`page` = @p1 AND `t0`.`ts` > @p2
 ORDER BY
-  hash(`t0`, @p3)
+  FARM_FINGERPRINT(TO_JSON_STRING(STRUCT(`t0`, @p3)))
 LIMIT 11

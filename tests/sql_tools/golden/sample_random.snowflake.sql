@@ -12,11 +12,11 @@ SELECT
       COUNT(*)
     FROM "visits" AS "t0"
     WHERE
-      "t0"."note" IS NULL AND "t0"."page" = :p1 AND "t0"."ts" > :p2
+      "t0"."note" IS NULL AND "t0"."page" = :1 AND "t0"."ts" > :2
   ) AS "__matched"
 FROM "visits" AS "t0"
 WHERE
-  "t0"."note" IS NULL AND "t0"."page" = :p1 AND "t0"."ts" > :p2
+  "t0"."note" IS NULL AND "t0"."page" = :1 AND "t0"."ts" > :2
 ORDER BY
-  HASH("t0", :p3)
+  HASH(HASH("t0".*), :3)
 LIMIT 11
