@@ -15,8 +15,9 @@ import numpy as np
 import pyarrow.compute as pc
 
 from sql_tools._context import ToolContext
+from sql_tools._sql import to_sql
 from tasks.engine import cube
-from tasks.engine.cube import MAX_RESULT_ROWS, _constant_denominator, _Sql, dimension_sizes
+from tasks.engine.cube import MAX_RESULT_ROWS, EngineSql, _constant_denominator, dimension_sizes
 from tasks.engine.search import additive_leaves, ratio_leaves
 from tasks.engine.spec import Question
 
@@ -95,8 +96,8 @@ def screen(
     sizes = dimension_sizes(ctx, q, dims)
     depth_max = min(q.max_depth, SCREEN_DEPTH, len(dims))
     cov = covers(sizes, depth_max, budget)
-    sql = _Sql(ctx, q, dims)
-    text = sql.cover_cells(cov)
+    sql = EngineSql(ctx, q, dims)
+    text = to_sql(sql.cover_cells(cov), ctx.dialect)
     table = ctx.run_arrow(text, sql.params.values, max_rows=MAX_RESULT_ROWS)
     k = len(dims)
     g = table.column("__g").to_numpy().astype(np.int64)

@@ -177,7 +177,9 @@ class _Query:
 
     def run(self, tree: exp.Expression, max_rows: int) -> QueryOutput:
         """Render ``tree`` and run it on the sandboxed connection."""
-        return self.scope.ctx.run(to_sql(tree, self.scope.ctx.dialect), self.params.values, max_rows=max_rows)
+        return self.scope.ctx.run(
+            to_sql(tree, self.scope.ctx.dialect), self.params.values, max_rows=max_rows
+        )
 
 
 def _c(name: str, table: str | None = None) -> exp.Column:
