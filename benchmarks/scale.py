@@ -12,9 +12,16 @@ The question is week over week: baseline 2024-03-18..24, comparison 2024-03-25..
 Each measurement runs in a fresh wrapper process that reports the wall time and the peak RSS of
 its one child (``getrusage(RUSAGE_CHILDREN).ru_maxrss``):
 
+* ``reference``: DuckDB's own ``read_csv`` of the same two files into tables of a fresh
+  database file, in a fresh Python process: the cost of reading the data and nothing else.
+  Every stage of the product is reported against it (``product / reference``), because absolute
+  times on shared machines vary 2-3x while the ratio of two runs minutes apart does not.
+  ``--repeat N`` alternates the reference and the product N times and reports medians;
+  ``--before <checkout>`` adds that checkout's product to the alternation.
 * ``product``: ``drilldown investigate <data> --metric "sum(revenue)" --time-column date
   --baseline ... --comparison ... --offline --out <fresh dir>``, the command a user runs (load +
   explain + report). Checks that the planted cause is the first root cause of ``result.json``.
+  Its stages are timed from when its progress lines came out (see :func:`stages`).
 * ``api``: the same through the library, timed in parts: ``tasks.ingest.load.load_files`` into a fresh
   DuckDB file, then ``tasks.engine.explain.explain_change`` (all dimensions, engine defaults).
 * ``wisepizza``: ``wise_pizza.explain_changes_in_totals`` (lasso, ``how="totals"``,
@@ -113,7 +120,7 @@ SKEW = {
     "plan": 2.0,
     "segment": 1.5,
 }
-MEASUREMENTS = ("product", "api", "wisepizza")
+MEASUREMENTS = ("reference", "product", "api", "wisepizza")
 
 
 # --------------------------------------------------------------------------------------------
@@ -231,18 +238,31 @@ def ensure_data(rows: int, work: Path, regenerate: bool) -> tuple[Path, dict[str
 # measuring a child process
 
 _WRAPPER = r"""
-import json, resource, subprocess, sys, time
+import json, os, resource, subprocess, sys, threading, time
 cmd, out, limit = json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 def cap():
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+lines = []
+def pump(stream, sink):
+    for raw in stream:
+        lines.append([round(time.perf_counter() - t, 3), raw.decode(errors="replace").rstrip()])
+        sink.write(raw)
 t = time.perf_counter()
 with open(out + ".stdout", "wb") as so, open(out + ".stderr", "wb") as se:
-    rc = subprocess.call(cmd, stdout=so, stderr=se, preexec_fn=cap if limit else None)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                            preexec_fn=cap if limit else None)
+    err = threading.Thread(target=pump, args=(proc.stderr, se))
+    err.start()
+    pump(proc.stdout, so)
+    err.join()
+    rc = proc.wait()
+lines.sort(key=lambda x: x[0])
 wall = time.perf_counter() - t
 ru = resource.getrusage(resource.RUSAGE_CHILDREN)
 with open(out, "w") as f:
     json.dump({"rc": rc, "seconds": wall, "peak_rss_mb": ru.ru_maxrss / 1024,
-               "cpu_user_s": ru.ru_utime, "cpu_sys_s": ru.ru_stime}, f)
+               "cpu_user_s": ru.ru_utime, "cpu_sys_s": ru.ru_stime, "lines": lines}, f)
 """
 
 
@@ -254,7 +274,12 @@ def _tail(path: Path, chars: int = 1500) -> str:
 
 
 def measure(
-    cmd: list[str], result: Path, timeout: float, mem_limit_gb: float = 0, cwd: Path = REPO
+    cmd: list[str],
+    result: Path,
+    timeout: float,
+    mem_limit_gb: float = 0,
+    cwd: Path = REPO,
+    keep_lines: bool = False,
 ) -> dict[str, Any]:
     """Run ``cmd`` under a fresh wrapper; wall seconds, peak RSS (MB) of the child, exit code.
 
@@ -281,6 +306,9 @@ def measure(
     if not result.is_file():
         return {"rc": proc.returncode, "error": "the wrapper wrote no result", "seconds": None}
     out = json.loads(result.read_text())
+    lines = out.pop("lines", [])
+    if keep_lines:
+        out["lines"] = lines
     out["seconds"] = round(out["seconds"], 2)
     out["peak_rss_mb"] = round(out["peak_rss_mb"], 1)
     if limit:
@@ -296,6 +324,71 @@ def measure(
 
 # --------------------------------------------------------------------------------------------
 # the three measurements
+
+
+STAGES = ("load", "decompose_recall", "hypotheses", "gate_report_remember", "exit")
+
+
+def stages(lines: list[list[Any]], total: float) -> dict[str, float] | None:
+    """Seconds per stage of ``drilldown investigate``, from the times its progress lines came
+    out: start-up + load until the last ``loaded`` line; the engine's decomposition and the
+    recall of past investigations until ``investigating N hypotheses``; the hypotheses until
+    the last ``[i/N]`` line; the gate, the report and the memory until ``wrote ...``; then the
+    process's exit."""
+    marks: dict[str, float] = {}
+    for t, text in lines:
+        stripped = text.strip()
+        if stripped.startswith("loaded "):
+            marks["load"] = t
+        elif stripped.startswith("investigating ") and "decompose" not in marks:
+            marks["decompose"] = t
+        elif re.match(r"\[\d+/\d+\]", stripped):
+            marks["hypotheses"] = t
+        elif stripped.startswith("wrote ") and "report" not in marks:
+            marks["report"] = t
+    if set(marks) != {"load", "decompose", "hypotheses", "report"}:
+        return None
+    return {
+        "load": round(marks["load"], 2),
+        "decompose_recall": round(marks["decompose"] - marks["load"], 2),
+        "hypotheses": round(marks["hypotheses"] - marks["decompose"], 2),
+        "gate_report_remember": round(marks["report"] - marks["hypotheses"], 2),
+        "exit": round(total - marks["report"], 2),
+    }
+
+
+def run_reference(data: Path, work: Path, timeout: float, tag: str = "") -> dict[str, Any]:
+    """DuckDB's own ``read_csv`` of the same files into tables of a fresh database file, in a
+    fresh process measured like the product: the cost of reading the data, nothing else."""
+    out = work / "measure" / f"reference_{data.name}{tag}.child.json"
+    cmd = [sys.executable, "-m", "benchmarks.scale", "--child", "reference", "--data", str(data)]
+    cmd += ["--child-out", str(out), "--work", str(work)]
+    out.unlink(missing_ok=True)
+    res = measure(cmd, work / "measure" / f"reference_{data.name}{tag}.json", timeout)
+    if out.is_file():
+        res.update(json.loads(out.read_text()))
+    return res
+
+
+def child_reference(data: Path, work: Path) -> dict[str, Any]:
+    import duckdb
+
+    db = work / f"reference_{data.name}.duckdb"
+    for f in (db, db.with_name(db.name + ".wal")):
+        f.unlink(missing_ok=True)
+    t0 = time.perf_counter()
+    con = duckdb.connect(str(db))
+    rows = {}
+    for table in ("events", "users"):
+        con.execute(
+            f"CREATE TABLE {table} AS SELECT * FROM read_csv(?)", [str(data / f"{table}.csv")]
+        )
+        rows[table] = con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+    con.close()
+    seconds = time.perf_counter() - t0
+    for f in (db, db.with_name(db.name + ".wal")):
+        f.unlink(missing_ok=True)
+    return {"seconds_in_process": round(seconds, 2), "rows": rows}
 
 
 def _strip_table(key: str) -> str:
@@ -322,7 +415,14 @@ def drilldown_command(explicit: str | None) -> list[str]:
     return [found] if found else [sys.executable, "-m", "drilldown.cli"]
 
 
-def run_product(data: Path, work: Path, drilldown: list[str], timeout: float) -> dict[str, Any]:
+def run_product(
+    data: Path,
+    work: Path,
+    drilldown: list[str],
+    timeout: float,
+    tag: str = "",
+    cwd: Path = REPO,
+) -> dict[str, Any]:
     out_dir = work / f"out_product_{data.name.removeprefix('data_')}"
     shutil.rmtree(out_dir, ignore_errors=True)
     cmd = [
@@ -341,8 +441,11 @@ def run_product(data: Path, work: Path, drilldown: list[str], timeout: float) ->
         "--out",
         str(out_dir),
     ]
-    res = measure(cmd, work / "measure" / f"product_{data.name}.json", timeout)
+    res = measure(
+        cmd, work / "measure" / f"product_{data.name}{tag}.json", timeout, cwd=cwd, keep_lines=True
+    )
     res["command"] = " ".join(cmd)
+    res["stages"] = stages(res.pop("lines", []), res["seconds"]) if res.get("seconds") else None
     result_json = out_dir / "result.json"
     res["wrote_result_json"] = result_json.is_file()
     res["wrote_report_md"] = (out_dir / "report.md").is_file()
@@ -356,6 +459,55 @@ def run_product(data: Path, work: Path, drilldown: list[str], timeout: float) ->
         except (ValueError, AttributeError) as e:
             res["result_json_error"] = str(e)
     return res
+
+
+def _median(xs: list[float]) -> float:
+    xs = sorted(xs)
+    mid = len(xs) // 2
+    return xs[mid] if len(xs) % 2 else round((xs[mid - 1] + xs[mid]) / 2, 2)
+
+
+def run_pairs(
+    data: Path,
+    work: Path,
+    drilldown: list[str],
+    timeout: float,
+    repeat: int,
+    only: set[str],
+    before: Path | None = None,
+) -> dict[str, dict[str, Any]]:
+    """The reference and the product (and the product of the ``before`` checkout), alternating
+    ``repeat`` times so all see the same machine; each is summarized by its median run (every
+    run's seconds are kept)."""
+    got: dict[str, list[dict[str, Any]]] = {"reference": [], "product": [], "product_before": []}
+    module = [sys.executable, "-m", "drilldown.cli"]
+    for i in range(repeat):
+        tag = f"_{i}" if repeat > 1 else ""
+        if "reference" in only:
+            got["reference"].append(run_reference(data, work, timeout, tag))
+        if "product" in only and before is not None:
+            got["product_before"].append(
+                run_product(data, work, module, timeout, f"{tag}_before", cwd=before)
+            )
+        if "product" in only:
+            got["product"].append(run_product(data, work, drilldown, timeout, tag))
+    out: dict[str, dict[str, Any]] = {}
+    for name, runs in got.items():
+        if not runs:
+            continue
+        ok = [r for r in runs if r.get("seconds") is not None and not r.get("error")]
+        if not ok:
+            out[name] = runs[-1]
+            continue
+        median = _median([r["seconds"] for r in ok])
+        best = min(ok, key=lambda r: abs(r["seconds"] - median))
+        summary = {**best, "seconds": median, "seconds_runs": [r.get("seconds") for r in runs]}
+        summary["peak_rss_mb"] = max(r.get("peak_rss_mb") or 0 for r in ok)
+        with_stages = [r["stages"] for r in ok if r.get("stages")]
+        if with_stages:
+            summary["stages"] = {k: _median([st[k] for st in with_stages]) for k in STAGES}
+        out[name] = summary
+    return out
 
 
 def run_api(data: Path, work: Path, timeout: float, query_timeout: float | None) -> dict[str, Any]:
@@ -566,6 +718,36 @@ def markdown_table(runs: list[dict[str, Any]], facts: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def stage_table(runs: list[dict[str, Any]]) -> str:
+    """The product against DuckDB's own read of the same files, stage by stage."""
+    lines = [
+        "| rows | reference: DuckDB read_csv s | product s | product / reference "
+        "| load s (/ reference) | decompose + recall s | hypotheses s "
+        "| gate + report + remember s | exit s | product peak MB |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in runs:
+        ref = r.get("reference") or {}
+        ref_s = None if ref.get("error") else ref.get("seconds")
+        for key, label in (("product_before", " (before)"), ("product", "")):
+            if key in r:
+                lines.append(_stage_row(rows_label(r["rows"]) + label, ref_s, r[key]))
+    return "\n".join(lines)
+
+
+def _stage_row(label: str, ref_s: float | None, prod: dict[str, Any]) -> str:
+    prod_s = None if prod.get("error") else prod.get("seconds")
+    st = prod.get("stages") or {}
+    load = st.get("load")
+    return (
+        f"| {label} | {_n(ref_s, 2)} | {_n(prod_s, 2)} "
+        f"| {_ratio(prod_s, ref_s)} | {_n(load, 2)} ({_ratio(load, ref_s)}) "
+        f"| {_n(st.get('decompose_recall'), 2)} | {_n(st.get('hypotheses'), 2)} "
+        f"| {_n(st.get('gate_report_remember'), 2)} | {_n(st.get('exit'), 2)} "
+        f"| {_n(prod.get('peak_rss_mb'), 0)} |"
+    )
+
+
 # --------------------------------------------------------------------------------------------
 # command line
 
@@ -602,7 +784,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     ap.add_argument("--regenerate", action="store_true", help="rewrite the CSVs even if present")
     ap.add_argument("--generate-only", action="store_true", help="write the data and stop")
-    ap.add_argument("--child", choices=["api", "wisepizza"], help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="run the reference and the product alternately this many times; report medians",
+    )
+    ap.add_argument(
+        "--before",
+        type=Path,
+        help="another checkout whose `python -m drilldown.cli` runs alternately with this one",
+    )
+    ap.add_argument("--child", choices=["api", "wisepizza", "reference"], help=argparse.SUPPRESS)
     ap.add_argument("--data", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--child-out", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -610,6 +803,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.child:
         if args.child == "api":
             res = child_api(args.data, args.work, args.child_out, args.api_query_timeout)
+        elif args.child == "reference":
+            res = child_reference(args.data, args.work)
         else:
             res = child_wisepizza(args.data, args.min_segments)
         args.child_out.write_text(json.dumps(res, indent=1, default=str) + "\n")
@@ -644,8 +839,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         payload["runs"].append(run)
         if args.generate_only:
             continue
+        pairs = run_pairs(data, args.work, drilldown, args.timeout, args.repeat, only, args.before)
+        if "product_before" in pairs:
+            run["product_before"] = {**pairs["product_before"], "checkout": str(args.before)}
         steps = [
-            ("product", lambda d=data: run_product(d, args.work, drilldown, args.timeout)),
+            ("reference", lambda p=pairs: p["reference"]),
+            ("product", lambda p=pairs: p["product"]),
             ("api", lambda d=data: run_api(d, args.work, args.timeout, args.api_query_timeout)),
             (
                 "wisepizza",
@@ -670,6 +869,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 k: res.get(k)
                 for k in (
                     "seconds",
+                    "seconds_runs",
+                    "stages",
                     "peak_rss_mb",
                     "error",
                     "planted_rank",
@@ -684,6 +885,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if res.get("error") and res.get("stderr_tail"):
                 print("      " + res["stderr_tail"].strip().splitlines()[-1][:300], flush=True)
     _write(args.out, payload)
+    print()
+    print(stage_table(payload["runs"]))
     print()
     print(markdown_table(payload["runs"], facts))
     print(f"\nwrote {args.out}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any, Literal
 
@@ -306,9 +307,32 @@ def measure_expr(
 
 
 def to_sql(tree: exp.Expression, dialect: str) -> str:
-    """Render a tree in ``dialect`` (the context's: ``duckdb``, ``postgres``) with every
+    """Render a tree in ``dialect`` (the context's; see :mod:`sql_tools.dialects`) with every
     identifier quoted. Each query is built once as a tree; only this step knows the dialect."""
     return render(tree, dialect)
+
+
+@dataclass
+class Query:
+    """One query as built, before anything runs: its tree and the values bound to its
+    placeholders. Building reads only the schema, the limits and the caller's input; rendering
+    (:meth:`sql`) picks the dialect; running is the caller's."""
+
+    tree: exp.Expression
+    params: dict[str, Any]
+
+    def sql(self, dialect: str) -> str:
+        """The query as SQL text in ``dialect``."""
+        return to_sql(self.tree, dialect)
+
+
+@dataclass
+class SourceQuery(Query):
+    """A query over a tool's source: ``src`` and ``where`` say which rows it reads, so that a
+    follow-up query (:func:`non_finite_query`) reads the same rows with the same parameters."""
+
+    src: Source
+    where: exp.Expression | None
 
 
 def shape_rows(
@@ -401,17 +425,24 @@ def is_non_finite(value: Any) -> bool:
     return isinstance(value, float) and not math.isfinite(value)
 
 
+def non_finite_query(q: SourceQuery, cols: list[Column]) -> Query:
+    """How many NaN, +Infinity and -Infinity values each of ``cols`` holds in the rows ``q``
+    reads: three counts per column, in order."""
+    src = q.src
+    exprs = [e for col in cols for e in non_finite_counts(src.expr(col))]
+    tree = src.apply(exp.select(*exprs))
+    if q.where is not None:
+        tree = tree.where(q.where.copy())
+    used = {p.name for p in tree.find_all(exp.Placeholder)}
+    return Query(tree, {k: v for k, v in q.params.items() if k in used})
+
+
 def non_finite_notes(
-    ctx: ToolContext,
-    src: Source,
-    out: QueryOutput,
-    outputs: dict[str, Column],
-    where: exp.Expression | None,
-    params: Params,
+    ctx: ToolContext, q: SourceQuery, out: QueryOutput, outputs: dict[str, Column]
 ) -> list[str]:
-    """Why outputs came back null: for each column behind an output (``outputs``: output name
-    -> column) that was NaN or ±Infinity, how many such values it holds in the rows the query
-    read (``where``). One more query, run only when there is something to explain."""
+    """Why outputs of ``q`` came back null: for each column behind an output (``outputs``: output
+    name -> column) that was NaN or ±Infinity, how many such values it holds in the rows ``q``
+    read. One more query, run only when there is something to explain."""
     hit: dict[str, Column] = {}
     for name, col in outputs.items():
         i = out.columns.index(name)
@@ -419,14 +450,8 @@ def non_finite_notes(
             hit.setdefault(col.ref, col)
     if not hit:
         return []
-    exprs = [e for col in hit.values() for e in non_finite_counts(src.expr(col))]
-    tree = src.apply(exp.select(*exprs))
-    if where is not None:
-        tree = tree.where(where.copy())
-    used = {p.name for p in tree.find_all(exp.Placeholder)}
-    row = ctx.run(
-        to_sql(tree, ctx.dialect), {k: v for k, v in params.values.items() if k in used}, max_rows=1
-    )
+    counts_query = non_finite_query(q, list(hit.values()))
+    row = ctx.run(counts_query.sql(ctx.dialect), counts_query.params, max_rows=1)
     notes = []
     for j, ref in enumerate(hit):
         counts = [int(n) for n in row.rows[0][3 * j : 3 * j + 3]]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -14,6 +15,7 @@ from sql_tools._sql import (
     Measure,
     Params,
     Source,
+    SourceQuery,
     StrictModel,
     ToolResult,
     check_limit,
@@ -23,7 +25,6 @@ from sql_tools._sql import (
     non_finite_notes,
     non_finite_result,
     shape_rows,
-    to_sql,
     where_clause,
 )
 
@@ -79,8 +80,20 @@ class AggregateResult(ToolResult):
     measures: list[str] = Field(description="Output names of the measures, in order.")
 
 
-def aggregate(ctx: ToolContext, inp: AggregateInput) -> AggregateResult:
-    """Run one grouped aggregate query."""
+@dataclass
+class AggregateQuery(SourceQuery):
+    """The query ``metric_aggregate`` runs, with what shaping its rows needs."""
+
+    table: str
+    group_by: list[str]
+    measures: list[str]
+    limit: int
+    non_finite: dict[str, Column]
+    """Outputs that can come back NaN or ±Infinity: measure name -> its column."""
+
+
+def aggregate_query(ctx: ToolContext, inp: AggregateInput) -> AggregateQuery:
+    """Build (not run) the grouped aggregate query of ``inp`` from the schema and limits."""
     limit = check_limit(ctx, inp.limit)
     src = Source(ctx, inp.table)
     params = Params()
@@ -123,17 +136,33 @@ def aggregate(ctx: ToolContext, inp: AggregateInput) -> AggregateResult:
     ]
     ordering += [exp.Ordered(this=exp.Column(this=ident(g.ref))) for g in groups if g.ref != by]
     select = select.order_by(*ordering).limit(limit + 1)
-    sql = to_sql(select, ctx.dialect)
-    out = ctx.run(sql, params.values, max_rows=limit + 1)
-    names, rows, truncated, notes = shape_rows(ctx, out, limit=limit, drop=("__matched",))
-    notes += non_finite_notes(ctx, src, out, measured, where, params)
-    matched = int(out.rows[0][-1]) if out.rows else 0
-    if any(m.agg == "count_distinct" for m in inp.measures) and groups:
-        notes.append("count_distinct is not additive: group values need not sum to the total")
-    return AggregateResult(
+    return AggregateQuery(
+        tree=select,
+        params=params.values,
+        src=src,
+        where=where,
         table=src.table,
         group_by=[g.ref for g in groups],
         measures=labels,
+        limit=limit,
+        non_finite=measured,
+    )
+
+
+def aggregate(ctx: ToolContext, inp: AggregateInput) -> AggregateResult:
+    """Run one grouped aggregate query."""
+    q = aggregate_query(ctx, inp)
+    sql = q.sql(ctx.dialect)
+    out = ctx.run(sql, q.params, max_rows=q.limit + 1)
+    names, rows, truncated, notes = shape_rows(ctx, out, limit=q.limit, drop=("__matched",))
+    notes += non_finite_notes(ctx, q, out, q.non_finite)
+    matched = int(out.rows[0][-1]) if out.rows else 0
+    if any(m.agg == "count_distinct" for m in inp.measures) and q.group_by:
+        notes.append("count_distinct is not additive: group values need not sum to the total")
+    return AggregateResult(
+        table=q.table,
+        group_by=q.group_by,
+        measures=q.measures,
         columns=names,
         rows=rows,
         matched_count=matched,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Annotated
 
@@ -15,6 +16,7 @@ from sql_tools._sql import (
     Measure,
     Params,
     Source,
+    SourceQuery,
     StrictModel,
     ToolResult,
     check_limit,
@@ -25,7 +27,6 @@ from sql_tools._sql import (
     non_finite_result,
     parse_when,
     shape_rows,
-    to_sql,
     typed_value,
     where_clause,
 )
@@ -208,8 +209,24 @@ def _c(name: str, table: str | None = None) -> exp.Column:
     return exp.Column(this=ident(name), table=ident(table) if table else None)
 
 
-def compare_periods(ctx: ToolContext, inp: ComparePeriodsInput) -> ComparePeriodsResult:
-    """Compare one metric between two periods, per segment."""
+@dataclass
+class ComparePeriodsQuery(SourceQuery):
+    """The query ``metric_compare_periods`` runs, with what shaping its rows needs; it reads
+    the rows of either period that pass the filters."""
+
+    table: str
+    metric: str
+    metric_column: Column | None
+    period_labels: tuple[str, str]
+    group_by: list[str]
+    additive: bool
+    limit: int
+    notes: list[str]
+
+
+def compare_periods_query(ctx: ToolContext, inp: ComparePeriodsInput) -> ComparePeriodsQuery:
+    """Build (not run) the per-segment comparison query of ``inp`` from the schema, its stored
+    profile (notes on periods the data does not cover) and the limits."""
     limit = check_limit(ctx, inp.limit)
     src = Source(ctx, inp.table)
     params = Params()
@@ -296,13 +313,32 @@ def compare_periods(ctx: ToolContext, inp: ComparePeriodsInput) -> ComparePeriod
         .with_("seg", as_=seg)
         .with_("tot", as_=tot)
     )
-    sql = to_sql(outer, ctx.dialect)
-    out = ctx.run(sql, params.values, max_rows=limit + 1)
+    return ComparePeriodsQuery(
+        tree=outer,
+        params=params.values,
+        src=src,
+        where=scope,
+        table=src.table,
+        metric=metric,
+        metric_column=mcol,
+        period_labels=periods.labels,
+        group_by=[g.ref for g in groups],
+        additive=additive,
+        limit=limit,
+        notes=periods.notes,
+    )
+
+
+def compare_periods(ctx: ToolContext, inp: ComparePeriodsInput) -> ComparePeriodsResult:
+    """Compare one metric between two periods, per segment."""
+    q = compare_periods_query(ctx, inp)
+    sql = q.sql(ctx.dialect)
+    out = ctx.run(sql, q.params, max_rows=q.limit + 1)
     drop = ("__total_baseline", "__total_comparison", "__matched")
-    names, rows, truncated, notes = shape_rows(ctx, out, limit=limit, drop=drop)
-    if non_finite_result(inp.metric.agg, mcol):
+    names, rows, truncated, notes = shape_rows(ctx, out, limit=q.limit, drop=drop)
+    if non_finite_result(inp.metric.agg, q.metric_column):
         sides = ("baseline", "comparison", "__total_baseline", "__total_comparison")
-        notes += non_finite_notes(ctx, src, out, dict.fromkeys(sides, mcol), scope, params)
+        notes += non_finite_notes(ctx, q, out, dict.fromkeys(sides, q.metric_column))
     for r in rows:
         r["status"] = (
             "new" if not r["baseline_rows"] else "gone" if not r["comparison_rows"] else "both"
@@ -316,22 +352,22 @@ def compare_periods(ctx: ToolContext, inp: ComparePeriodsInput) -> ComparePeriod
         tb = tc = None
         matched = 0
         notes.append("no rows fall in either period")
-    if additive:
+    if q.additive:
         tb, tc = tb or 0.0, tc or 0.0
     total_delta = tc - tb if tb is not None and tc is not None else None
     rel = total_delta / abs(tb) if total_delta is not None and tb else None
-    if not additive and groups:
+    if not q.additive and q.group_by:
         notes.append(
             f"{inp.metric.agg} is not additive: segment deltas do not sum to the total delta; "
             "share_of_delta is each segment's delta divided by the total delta"
         )
     return ComparePeriodsResult(
-        table=src.table,
-        metric=metric,
-        baseline_period=periods.labels[0],
-        comparison_period=periods.labels[1],
-        group_by=[g.ref for g in groups],
-        additive=additive,
+        table=q.table,
+        metric=q.metric,
+        baseline_period=q.period_labels[0],
+        comparison_period=q.period_labels[1],
+        group_by=q.group_by,
+        additive=q.additive,
         total=Totals(baseline=tb, comparison=tc, delta=total_delta, relative_delta=rel),
         columns=names,
         rows=rows,
@@ -340,5 +376,5 @@ def compare_periods(ctx: ToolContext, inp: ComparePeriodsInput) -> ComparePeriod
         sql=sql,
         params=out.params,
         elapsed_ms=round(out.elapsed_ms, 2),
-        notes=periods.notes + notes,
+        notes=q.notes + notes,
     )

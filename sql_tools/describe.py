@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_seri
 from sqlglot import exp
 
 from sql_tools._context import ToolContext
-from sql_tools._sql import StrictModel, ident, to_sql
+from sql_tools._sql import Query, StrictModel, ident
 from sql_tools.catalog import JoinKey, Scalar
 
 
@@ -81,25 +81,37 @@ def _clip(v: Scalar, n: int) -> Scalar:
     return v[:n] + "…" if isinstance(v, str) and len(v) > n else v
 
 
+def _tables(ctx: ToolContext, inp: DescribeInput) -> list[str]:
+    return [ctx.schema.table(inp.table)] if inp.table is not None else ctx.schema.table_names
+
+
+def describe_query(ctx: ToolContext, inp: DescribeInput) -> Query | None:
+    """Build (not run) the live row-count query of the tables ``inp`` names (None: no tables)."""
+    parts = [
+        exp.select(
+            exp.Literal.string(n).as_("table_name"), exp.Count(this=exp.Star()).as_("rows")
+        ).from_(exp.Table(this=ident(n)))
+        for n in _tables(ctx, inp)
+    ]
+    if not parts:
+        return None
+    tree: exp.Expression = parts[0]
+    for p in parts[1:]:
+        tree = exp.union(tree, p, distinct=False)
+    return Query(tree=tree, params={})
+
+
 def describe(ctx: ToolContext, inp: DescribeInput) -> DescribeResult:
     """Describe one or all tables from the live schema and the stored profile."""
     schema = ctx.schema
-    names = [schema.table(inp.table)] if inp.table is not None else schema.table_names
+    names = _tables(ctx, inp)
     detailed = inp.response_format == "detailed"
     counts: dict[str, int] = {}
     sql, elapsed = "", 0.0
-    if names:
-        parts = [
-            exp.select(
-                exp.Literal.string(n).as_("table_name"), exp.Count(this=exp.Star()).as_("rows")
-            ).from_(exp.Table(this=ident(n)))
-            for n in names
-        ]
-        tree: exp.Expression = parts[0]
-        for p in parts[1:]:
-            tree = exp.union(tree, p, distinct=False)
-        sql = to_sql(tree, ctx.dialect)
-        out = ctx.run(sql, {}, max_rows=len(names) + 1)
+    query = describe_query(ctx, inp)
+    if query is not None:
+        sql = query.sql(ctx.dialect)
+        out = ctx.run(sql, query.params, max_rows=len(names) + 1)
         counts = {r[0]: int(r[1]) for r in out.rows}
         elapsed = out.elapsed_ms
     cell = ctx.limits.max_cell_chars

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pydantic import Field, model_validator
 from sqlglot import exp
 
@@ -10,6 +12,7 @@ from sql_tools._errors import ToolInputError
 from sql_tools._sql import (
     Filter,
     Params,
+    Query,
     Source,
     StrictModel,
     ToolResult,
@@ -17,7 +20,6 @@ from sql_tools._sql import (
     ident,
     non_finite_cells,
     shape_rows,
-    to_sql,
     where_clause,
 )
 
@@ -58,8 +60,16 @@ class SampleResult(ToolResult):
     table: str
 
 
-def sample(ctx: ToolContext, inp: SampleInput) -> SampleResult:
-    """Return up to ``n`` rows of ``table``."""
+@dataclass
+class SampleQuery(Query):
+    """The query ``metric_sample`` runs: up to ``n`` + 1 rows (one more tells truncation)."""
+
+    table: str
+    n: int
+
+
+def sample_query(ctx: ToolContext, inp: SampleInput) -> SampleQuery:
+    """Build (not run) the query of ``inp`` from the schema and limits."""
     n = check_limit(ctx, inp.n, "n")
     src = Source(ctx, inp.table)
     params = Params()
@@ -81,14 +91,20 @@ def sample(ctx: ToolContext, inp: SampleInput) -> SampleResult:
         select = select.order_by(
             exp.Anonymous(this="hash", expressions=[t0, params.bind(inp.seed)])
         )
-    outer = select.limit(n + 1)
-    sql = to_sql(outer, ctx.dialect)
-    out = ctx.run(sql, params.values, max_rows=n + 1)
+    return SampleQuery(tree=select.limit(n + 1), params=params.values, table=src.table, n=n)
+
+
+def sample(ctx: ToolContext, inp: SampleInput) -> SampleResult:
+    """Return up to ``n`` rows of ``table``."""
+    q = sample_query(ctx, inp)
+    n = q.n
+    sql = q.sql(ctx.dialect)
+    out = ctx.run(sql, q.params, max_rows=n + 1)
     names, rows, truncated, notes = shape_rows(ctx, out, limit=n, drop=("__matched",))
     notes += non_finite_cells(out, n)
     matched_count = int(out.rows[0][-1]) if out.rows else 0
     return SampleResult(
-        table=src.table,
+        table=q.table,
         columns=names,
         rows=rows,
         matched_count=matched_count,

@@ -8,9 +8,8 @@ uninvestigated; when the call fails the offline hypotheses are used and the reas
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anthropic
 from pydantic import BaseModel, Field, ValidationError
 
 from prompts import render
@@ -23,6 +22,9 @@ from tasks.agent.untrusted import clean, data_block
 from tasks.engine.result import Explanation
 
 Value = str | int | float | bool | None
+
+if TYPE_CHECKING:  # the SDK loads only when a client is used (not offline)
+    import anthropic
 
 
 class ProposedHypothesis(BaseModel):
@@ -93,6 +95,8 @@ def propose(
     history: dict[str, Any] | None = None,
 ) -> tuple[list[tuple[Hypothesis, dict[str, Any]]], Usage, list[str]]:
     """Hypotheses (each with the offline plan for the ones taken from the engine), usage, notes."""
+    import anthropic  # loaded with the client; offline runs never import it
+
     fallback = offline_hypotheses(e, config.max_hypotheses, history)
     prompt = render(
         "hypothesize",

@@ -10,14 +10,15 @@ does not replay raw rows. Budgets end the loop cleanly with an inconclusive verd
 from __future__ import annotations
 
 import time
-from typing import Any
-
-import anthropic
+from typing import TYPE_CHECKING, Any
 
 from tasks.agent.config import AgentConfig
 from tasks.agent.models import LedgerEntry, Outcome, Usage
 from tasks.agent.session import Session, tool_definitions
 from tasks.agent.untrusted import data_block, to_json
+
+if TYPE_CHECKING:  # the SDK loads only when a client is used (not offline)
+    import anthropic
 
 
 def run_hypothesis(
@@ -25,6 +26,8 @@ def run_hypothesis(
 ) -> Outcome:
     """Investigate ``session.h`` with Claude; always returns an outcome, never raises for API
     trouble (it is the outcome's ``stop_reason``)."""
+    import anthropic  # loaded with the client; offline runs never import it
+
     b = config.budget
     tools = tool_definitions(session.ctx)
     tools[-1] = {**tools[-1], "cache_control": {"type": "ephemeral"}}

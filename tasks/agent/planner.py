@@ -262,6 +262,13 @@ def _claim(session: Session, q: Question, segment: dict[str, Any]) -> tuple[list
         ids.append(eid)
         if row is not None:
             numbers = {"baseline": row.get("baseline"), "comparison": row.get("comparison")}
+    elif q.metric.kind != "ratio" and q.metric.grain is None:
+        # the whole population: its totals are one aggregate, not the engine run again
+        is_error, payload, entry = session.call("metric_compare_periods", compare_arguments(q))
+        ids.append(entry.id)
+        if not is_error:
+            total = payload["total"]
+            numbers = {"baseline": total["baseline"], "comparison": total["comparison"]}
     if not numbers:
         args = compare_arguments(q, segment)
         args.pop("metric")

@@ -10,9 +10,10 @@ per-day series used to judge significance.
 SQL is built from sqlglot nodes with quoted identifiers and bound parameters; it goes through the
 same guard and time limit as every tool query.
 
-One module of this size because one SQL builder (:class:`_Sql`: the joined source, filters,
+One module of this size because one SQL builder (:class:`EngineSql`: the joined source, filters,
 periods and per-leaf statistics) serves the leaves query, the daily series and the segment
-evidence queries, which must compute the same numbers; screening lives in ``screen.py``.
+evidence queries, which must compute the same numbers; screening lives in ``screen.py``. The
+builder returns trees; the functions that run them render each in the context's dialect.
 """
 
 from __future__ import annotations
@@ -97,8 +98,9 @@ def _filtered_sum(value: exp.Expression, period: int) -> exp.Expression:
     )
 
 
-class _Sql:
-    """Builds the engine's queries for one question."""
+class EngineSql:
+    """Builds the engine's queries for one question as sqlglot trees, with their bound values in
+    ``params``. Building reads the schema only; nothing here renders or runs a query."""
 
     def __init__(self, ctx: ToolContext, q: Question, dims: list[str]) -> None:
         self.ctx, self.q = ctx, q
@@ -363,7 +365,7 @@ class _Sql:
             .group_by(*[_col(c) for c in dcols])
         )
 
-    def cover_cells(self, covers: list[tuple[int, ...]]) -> str:
+    def cover_cells(self, covers: list[tuple[int, ...]]) -> exp.Select:
         """Per-period statistics of every cell of each cover (a set of columns), on raw rows.
 
         The screening pass: one scan, one grouping set per cover. Distinct counts use
@@ -424,9 +426,9 @@ class _Sql:
         base = self.base(with_day=daily)
         tree = exp.select(*sel).from_(exp.alias_(exp.paren(base), "b", table=True))
         tree.set("group", exp.Group(grouping_sets=[grouping]))
-        return to_sql(tree, self.ctx.dialect)
+        return tree
 
-    def cube(self, max_depth: int) -> str:
+    def cube(self, max_depth: int) -> exp.Select:
         """Leaves plus every segment of 1..max_depth columns plus the total, as grouping sets."""
         k = len(self.dims)
         dcols = [f"d{j}" for j in range(k)]
@@ -447,9 +449,9 @@ class _Sql:
         ]
         tree = exp.select(*sel).from_(exp.alias_(exp.paren(self.leaves()), "leaves", table=True))
         tree.set("group", exp.Group(grouping_sets=[grouping]))
-        return to_sql(tree, self.ctx.dialect)
+        return tree
 
-    def daily(self) -> str:
+    def daily(self) -> exp.Select:
         """Per-day numerator and denominator totals (date periods only)."""
         m = self.q.metric
         b = self.base(with_dims=False, with_day=True)
@@ -467,14 +469,34 @@ class _Sql:
             .group_by(_col("__day"), _col("__p"))
             .order_by(_col("__day"))
         )
-        return to_sql(tree, self.ctx.dialect)
+        return tree
+
+    def distinct_totals(self) -> exp.Select:
+        """A distinct count's exact value per period (``__p``, ``n``): counted per day and summed
+        for a daily grain."""
+        daily = self.q.metric.grain == "day" and self.q.periods.by_dates
+        b = self.base(with_dims=False, with_day=daily)
+        keys = ["__p", *(["__day"] if daily else [])]
+        inner = (
+            exp.select(
+                *[_col(k) for k in keys],
+                exp.alias_(exp.Count(this=exp.Distinct(expressions=[_col("__un")])), "n"),
+            )
+            .from_(exp.alias_(exp.paren(b), "b", table=True))
+            .group_by(*[_col(k) for k in keys])
+        )
+        return (
+            exp.select(_col("__p"), exp.alias_(exp.Sum(this=_col("n")), "n"))
+            .from_(exp.alias_(exp.paren(inner), "i", table=True))
+            .group_by(_col("__p"))
+        )
 
 
 def build_cube(ctx: ToolContext, q: Question, dims: list[str]) -> Cube:
     """Run the leaves + grouping-sets query and return it as arrays."""
     depth = q.max_depth or auto_depth(ctx, q, dims)
-    sql = _Sql(ctx, q, dims)
-    text = sql.cube(depth)
+    sql = EngineSql(ctx, q, dims)
+    text = to_sql(sql.cube(depth), ctx.dialect)
     import time
 
     start = time.perf_counter()
@@ -592,8 +614,8 @@ def _scales(q: Question) -> tuple[float, float]:
 
 def daily_series(ctx: ToolContext, q: Question) -> tuple[dict[str, Any], str, dict[str, Any]]:
     """Per-day numerator/denominator for each period, zero-filled over the period's days."""
-    sql = _Sql(ctx, q, [])
-    text = sql.daily()
+    sql = EngineSql(ctx, q, [])
+    text = to_sql(sql.daily(), ctx.dialect)
     table: pa.Table = ctx.run_arrow(text, sql.params.values, max_rows=100_000)
     out: dict[str, Any] = {}
     rows = table.to_pylist()
@@ -612,24 +634,8 @@ def daily_series(ctx: ToolContext, q: Question) -> tuple[dict[str, Any], str, di
 
 def exact_distinct_totals(ctx: ToolContext, q: Question) -> dict[str, float | None]:
     """A distinct-count metric's exact value per period (per-day mean for a daily grain)."""
-    sql = _Sql(ctx, q, [])
-    daily = q.metric.grain == "day" and q.periods.by_dates
-    b = sql.base(with_dims=False, with_day=daily)
-    keys = ["__p", *(["__day"] if daily else [])]
-    inner = (
-        exp.select(
-            *[_col(k) for k in keys],
-            exp.alias_(exp.Count(this=exp.Distinct(expressions=[_col("__un")])), "n"),
-        )
-        .from_(exp.alias_(exp.paren(b), "b", table=True))
-        .group_by(*[_col(k) for k in keys])
-    )
-    tree = (
-        exp.select(_col("__p"), exp.alias_(exp.Sum(this=_col("n")), "n"))
-        .from_(exp.alias_(exp.paren(inner), "i", table=True))
-        .group_by(_col("__p"))
-    )
-    out = ctx.run(to_sql(tree, ctx.dialect), sql.params.values, max_rows=10)
+    sql = EngineSql(ctx, q, [])
+    out = ctx.run(to_sql(sql.distinct_totals(), ctx.dialect), sql.params.values, max_rows=10)
     got = {int(p): float(n) for p, n in out.rows}
     scale = _scales(q)
     return {
@@ -698,6 +704,8 @@ class SegmentQuery:
     formula: str
     baseline: float | None = None
     comparison: float | None = None
+    tree: exp.Expression | None = field(default=None, repr=False, compare=False)
+    """The tree ``sql`` was rendered from (None for a query re-created from its stored SQL)."""
 
 
 def segment_query(ctx: ToolContext, q: Question, segment: dict[str, Any]) -> SegmentQuery:
@@ -710,7 +718,7 @@ def segment_query(ctx: ToolContext, q: Question, segment: dict[str, Any]) -> Seg
         for k, v in segment.items()
     ]
     metric = q.metric.model_copy(update={"filters": (*q.metric.filters, *extra)})
-    sq = _Sql(ctx, q.model_copy(update={"metric": metric}), [])
+    sq = EngineSql(ctx, q.model_copy(update={"metric": metric}), [])
     daily = metric.grain == "day" and q.periods.by_dates
     keys = ["__p", *(["__day"] if daily and sq.distinct else [])]
     inner_aggs = []
@@ -742,7 +750,7 @@ def segment_query(ctx: ToolContext, q: Question, segment: dict[str, Any]) -> Seg
     else:
         formula = "n"
     return SegmentQuery(
-        sql=to_sql(tree, ctx.dialect), params=dict(sq.params.values), formula=formula
+        sql=to_sql(tree, ctx.dialect), params=dict(sq.params.values), formula=formula, tree=tree
     )
 
 

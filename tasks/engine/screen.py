@@ -15,11 +15,12 @@ import numpy as np
 import pyarrow.compute as pc
 
 from sql_tools._context import ToolContext
+from sql_tools._sql import to_sql
 from tasks.engine import cube
 from tasks.engine.cube import (
     MAX_RESULT_ROWS,
+    EngineSql,
     _constant_denominator,
-    _Sql,
     dimension_sizes,
     in_order,
 )
@@ -101,8 +102,8 @@ def screen(
     sizes = dimension_sizes(ctx, q, dims)
     depth_max = min(q.max_depth, SCREEN_DEPTH, len(dims))
     cov = covers(sizes, depth_max, budget)
-    sql = _Sql(ctx, q, dims)
-    text = sql.cover_cells(cov)
+    sql = EngineSql(ctx, q, dims)
+    text = to_sql(sql.cover_cells(cov), ctx.dialect)
     table = in_order(ctx.run_arrow(text, sql.params.values, max_rows=MAX_RESULT_ROWS), len(dims))
     k = len(dims)
     g = table.column("__g").to_numpy().astype(np.int64)

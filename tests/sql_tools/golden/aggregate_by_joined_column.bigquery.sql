@@ -1,0 +1,2 @@
+-- aggregate_by_joined_column: metric_aggregate: grouped by a joined table's column, whose output name is table.column
+-- not rendered: bigquery: output column name 'customers.tier' holds a '.', which BigQuery column names cannot (a joined table's column, named table.column)

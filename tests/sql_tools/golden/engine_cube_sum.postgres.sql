@@ -1,0 +1,104 @@
+-- engine_cube_sum: engine cube: the leaves above, grouping sets up to depth 2 and the total
+-- p1 = datetime.date(2024, 1, 1)
+-- p2 = datetime.date(2024, 1, 7)
+-- p3 = datetime.date(2024, 1, 8)
+-- p4 = datetime.date(2024, 1, 14)
+-- p5 = 'LATAM'
+SELECT
+  GROUPING("d0", "d1", "d2") AS "__g",
+  "d0",
+  "d1",
+  "d2",
+  SUM("nb") AS "nb",
+  SUM("nc") AS "nc",
+  SUM("qnb") AS "qnb",
+  SUM("qnc") AS "qnc",
+  SUM("rowsb") AS "rowsb",
+  SUM("rowsc") AS "rowsc",
+  SUM("vnb") AS "vnb",
+  SUM("vnc") AS "vnc",
+  SUM("cellsb") AS "cellsb",
+  SUM("cellsc") AS "cellsc"
+FROM (
+  SELECT
+    "d0",
+    "d1",
+    "d2",
+    SUM("n") FILTER(WHERE
+      "__p" = 0) AS "nb",
+    SUM("qn") FILTER(WHERE
+      "__p" = 0) AS "qnb",
+    SUM("rows") FILTER(WHERE
+      "__p" = 0) AS "rowsb",
+    SUM(1) FILTER(WHERE
+      "__p" = 0) AS "cellsb",
+    SUM("n" * "n") FILTER(WHERE
+      "__p" = 0) AS "vnb",
+    SUM("n") FILTER(WHERE
+      "__p" = 1) AS "nc",
+    SUM("qn") FILTER(WHERE
+      "__p" = 1) AS "qnc",
+    SUM("rows") FILTER(WHERE
+      "__p" = 1) AS "rowsc",
+    SUM(1) FILTER(WHERE
+      "__p" = 1) AS "cellsc",
+    SUM("n" * "n") FILTER(WHERE
+      "__p" = 1) AS "vnc"
+  FROM (
+    SELECT
+      "d0",
+      "d1",
+      "d2",
+      "__p",
+      "__day",
+      SUM("__n") AS "n",
+      SUM("__n" * "__n") AS "qn",
+      COUNT(*) AS "rows"
+    FROM (
+      SELECT
+        "t0"."region" AS "d0",
+        "t0"."product" AS "d1",
+        "t1"."tier" AS "d2",
+        CASE WHEN "t0"."day" BETWEEN %(p3)s AND %(p4)s THEN 1 ELSE 0 END AS "__p",
+        CAST("t0"."day" AS DATE) AS "__day",
+        CAST(CASE
+          WHEN (
+            "t0"."revenue" > CAST('-Infinity' AS DOUBLE PRECISION)
+            AND "t0"."revenue" < CAST('Infinity' AS DOUBLE PRECISION)
+          )
+          THEN "t0"."revenue"
+          ELSE NULL
+        END AS DOUBLE PRECISION) AS "__n",
+        1 AS "__d"
+      FROM "sales" AS "t0"
+      LEFT JOIN "customers" AS "t1"
+        ON "t0"."customer_id" = "t1"."customer_id"
+      WHERE
+        "t0"."region" <> %(p5)s
+        AND (
+          "t0"."day" BETWEEN %(p1)s AND %(p2)s OR "t0"."day" BETWEEN %(p3)s AND %(p4)s
+        )
+    ) AS "b"
+    GROUP BY
+      "d0",
+      "d1",
+      "d2",
+      "__p",
+      "__day"
+  ) AS "dc"
+  GROUP BY
+    "d0",
+    "d1",
+    "d2"
+) AS "leaves"
+GROUP BY
+  GROUPING SETS (
+    ("d0", "d1", "d2"),
+    ("d0", "d1"),
+    ("d0", "d2"),
+    ("d1", "d2"),
+    ("d0"),
+    ("d1"),
+    ("d2"),
+    ()
+  )

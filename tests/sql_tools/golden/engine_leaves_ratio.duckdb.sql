@@ -1,0 +1,46 @@
+-- engine_leaves_ratio: engine leaves: a ratio over labels of a period column (no daily statistics)
+-- p1 = 'Widget'
+-- p2 = 'Gadget'
+SELECT
+  "d0",
+  "d1",
+  SUM("__n") FILTER(WHERE
+    "__p" = 0) AS "nb",
+  SUM("__n" * "__n") FILTER(WHERE
+    "__p" = 0) AS "qnb",
+  SUM(1) FILTER(WHERE
+    "__p" = 0) AS "rowsb",
+  SUM("__d") FILTER(WHERE
+    "__p" = 0) AS "db",
+  SUM("__d" * "__d") FILTER(WHERE
+    "__p" = 0) AS "qdb",
+  SUM("__n" * "__d") FILTER(WHERE
+    "__p" = 0) AS "qndb",
+  SUM("__n") FILTER(WHERE
+    "__p" = 1) AS "nc",
+  SUM("__n" * "__n") FILTER(WHERE
+    "__p" = 1) AS "qnc",
+  SUM(1) FILTER(WHERE
+    "__p" = 1) AS "rowsc",
+  SUM("__d") FILTER(WHERE
+    "__p" = 1) AS "dc",
+  SUM("__d" * "__d") FILTER(WHERE
+    "__p" = 1) AS "qdc",
+  SUM("__n" * "__d") FILTER(WHERE
+    "__p" = 1) AS "qndc"
+FROM (
+  SELECT
+    "t0"."region" AS "d0",
+    "t1"."tier" AS "d1",
+    CASE WHEN "t0"."product" = $p2 THEN 1 ELSE 0 END AS "__p",
+    CAST(CASE WHEN ISFINITE("t0"."revenue") THEN "t0"."revenue" ELSE NULL END AS DOUBLE) AS "__n",
+    CAST("t0"."orders" AS DOUBLE) AS "__d"
+  FROM "sales" AS "t0"
+  LEFT JOIN "customers" AS "t1"
+    ON "t0"."customer_id" = "t1"."customer_id"
+  WHERE
+    "t0"."product" = $p1 OR "t0"."product" = $p2
+)
+GROUP BY
+  "d0",
+  "d1"

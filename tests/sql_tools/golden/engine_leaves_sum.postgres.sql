@@ -1,0 +1,76 @@
+-- engine_leaves_sum: engine leaves: sum of a DOUBLE (non-finite as missing), daily second moments, a filter
+-- p1 = datetime.date(2024, 1, 1)
+-- p2 = datetime.date(2024, 1, 7)
+-- p3 = datetime.date(2024, 1, 8)
+-- p4 = datetime.date(2024, 1, 14)
+-- p5 = 'LATAM'
+SELECT
+  "d0",
+  "d1",
+  "d2",
+  SUM("n") FILTER(WHERE
+    "__p" = 0) AS "nb",
+  SUM("qn") FILTER(WHERE
+    "__p" = 0) AS "qnb",
+  SUM("rows") FILTER(WHERE
+    "__p" = 0) AS "rowsb",
+  SUM(1) FILTER(WHERE
+    "__p" = 0) AS "cellsb",
+  SUM("n" * "n") FILTER(WHERE
+    "__p" = 0) AS "vnb",
+  SUM("n") FILTER(WHERE
+    "__p" = 1) AS "nc",
+  SUM("qn") FILTER(WHERE
+    "__p" = 1) AS "qnc",
+  SUM("rows") FILTER(WHERE
+    "__p" = 1) AS "rowsc",
+  SUM(1) FILTER(WHERE
+    "__p" = 1) AS "cellsc",
+  SUM("n" * "n") FILTER(WHERE
+    "__p" = 1) AS "vnc"
+FROM (
+  SELECT
+    "d0",
+    "d1",
+    "d2",
+    "__p",
+    "__day",
+    SUM("__n") AS "n",
+    SUM("__n" * "__n") AS "qn",
+    COUNT(*) AS "rows"
+  FROM (
+    SELECT
+      "t0"."region" AS "d0",
+      "t0"."product" AS "d1",
+      "t1"."tier" AS "d2",
+      CASE WHEN "t0"."day" BETWEEN %(p3)s AND %(p4)s THEN 1 ELSE 0 END AS "__p",
+      CAST("t0"."day" AS DATE) AS "__day",
+      CAST(CASE
+        WHEN (
+          "t0"."revenue" > CAST('-Infinity' AS DOUBLE PRECISION)
+          AND "t0"."revenue" < CAST('Infinity' AS DOUBLE PRECISION)
+        )
+        THEN "t0"."revenue"
+        ELSE NULL
+      END AS DOUBLE PRECISION) AS "__n",
+      1 AS "__d"
+    FROM "sales" AS "t0"
+    LEFT JOIN "customers" AS "t1"
+      ON "t0"."customer_id" = "t1"."customer_id"
+    WHERE
+      "t0"."region" <> %(p5)s
+      AND (
+        "t0"."day" BETWEEN %(p1)s AND %(p2)s OR "t0"."day" BETWEEN %(p3)s AND %(p4)s
+      )
+  ) AS "b"
+  GROUP BY
+    "d0",
+    "d1",
+    "d2",
+    "__p",
+    "__day"
+) AS "dc"
+GROUP BY
+  "d0",
+  "d1",
+  "d2"
