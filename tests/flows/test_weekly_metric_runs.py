@@ -25,9 +25,10 @@ WEEK = date(2024, 4, 1)
 
 
 def _metrics_file(folder: Path, metrics: list[str]) -> Path:
-    """The example metrics.yaml with two metrics the demo data cannot answer, reviewing
-    ``metrics``."""
+    """The example metrics.yaml with revenue twice (``gross``) and two metrics the demo data cannot
+    answer, reviewing ``metrics``."""
     doc = yaml.safe_load(EXAMPLE.read_text())
+    doc["metrics"]["gross"] = {**doc["metrics"]["revenue"], "description": "revenue again"}
     doc["metrics"]["refunds"] = {"expression": "sum(refund_amount)", "table": "events"}
     doc["metrics"]["tickets"] = {"expression": "count(*)", "table": "support_tickets"}
     doc["review"]["data"] = [str(ROOT / "data/demo/events.csv"), str(ROOT / "data/demo/users.csv")]
@@ -44,28 +45,36 @@ def _review(**kwargs: Any) -> Any:
 
 
 def test_a_failing_metric_is_reported_and_the_others_complete(prefect_harness, tmp_path):
-    metrics = _metrics_file(tmp_path, ["revenue", "refunds", "sessions", "tickets"])
+    metrics = _metrics_file(tmp_path, ["revenue", "refunds", "gross", "sessions", "tickets"])
     out = tmp_path / "runs"
     state = _review(metrics_file=str(metrics), out=str(out), concurrency=2)
 
     # the review ends Failed, saying how many failed and why, with the summary as its data
     assert state.is_failed()
-    assert state.message.startswith("2 of 4 metrics failed: refunds (")
+    assert state.message.startswith("2 of 5 metrics failed: refunds (")
     assert "'refund_amount'" in state.message and "tickets (" in state.message
     assert "'support_tickets'" in state.message
     assert state.message.endswith("the week of 2024-03-25 stays open for a rerun.")
     summary = state.result(raise_on_failure=False)
     assert summary["status"] == "reviewed"
-    assert summary["failed"] == ["refunds", "tickets"] and summary["moved"] == ["revenue"]
+    assert summary["failed"] == ["refunds", "tickets"]
+    assert summary["moved"] == ["revenue", "gross"]
     rows = {r["metric"]: r for r in summary["metrics"]}
-    assert list(rows) == ["revenue", "refunds", "sessions", "tickets"]
+    assert list(rows) == ["revenue", "refunds", "gross", "sessions", "tickets"]
 
-    # the others completed with their answers
-    assert rows["revenue"]["state"] == "COMPLETED" and "error" not in rows["revenue"]
-    assert rows["revenue"]["investigation"]["root_causes"] == [IOS_52]
-    result = json.loads((out / "revenue" / "2024-03-25" / "result.json").read_text())
-    assert [c["segment"] for c in result["root_causes"]] == [IOS_52]
+    # the others completed with their answers (two investigations, in this process)
+    for name in ("revenue", "gross"):
+        assert rows[name]["state"] == "COMPLETED" and "error" not in rows[name]
+        assert rows[name]["investigation"]["root_causes"] == [IOS_52]
+        result = json.loads((out / name / "2024-03-25" / "result.json").read_text())
+        assert [c["segment"] for c in result["root_causes"]] == [IOS_52]
+        assert (out / name / "2024-03-25" / "charts" / "waterfall.png").stat().st_size > 0
     assert rows["sessions"]["state"] == "COMPLETED" and rows["sessions"]["moved"] is False
+    from tasks.store import store_from_config
+
+    with store_from_config() as store:
+        for name in ("revenue", "gross"):
+            assert store.get_investigation(rows[name]["investigation"]["run_id"]) is not None
 
     # the failed ones: nothing measured, a one-line reason, a link to their run
     for name, missing in (("refunds", "refund_amount"), ("tickets", "support_tickets")):
@@ -76,14 +85,14 @@ def test_a_failing_metric_is_reported_and_the_others_complete(prefect_harness, t
 
     # one child run per metric, the review as their parent, two at a time at most
     children = {r.name: r for r in child_runs(state.state_details.flow_run_id)}
-    assert sorted(children) == ["refunds", "revenue", "sessions", "tickets"]
+    assert sorted(children) == ["gross", "refunds", "revenue", "sessions", "tickets"]
     for name, run in children.items():
         assert rows[name]["flow_run_id"] == str(run.id)
         assert run.state.type.value == rows[name]["state"]
     assert most_at_once(list(children.values())) <= 2
 
     md = markdown_artifact(state.state_details.flow_run_id, "weekly-review")
-    assert "**2 of 4 metrics failed: refunds, tickets.**" in md
+    assert "**2 of 5 metrics failed: refunds, tickets.**" in md
     assert f"[failed]({rows['refunds']['flow_run_url']})" in md
     assert "**refunds** failed: " in md and "**tickets** failed: " in md
     assert "| refunds | n/a | n/a | n/a | n/a | failed |  | [failed](" in md
