@@ -1,8 +1,9 @@
 """The ``review-metric`` flow: one metric of the weekly review, in its own flow run.
 
-The weekly review (:mod:`flows.weekly_review`) starts one run of this flow per metric, through
-the deployment ``review-metric/default`` when the Prefect server has one (the workers of its
-pool share the metrics), in the review's process otherwise. A run reads the database the
+The weekly review (:mod:`flows.weekly_review`) starts one run of this flow per metric, as a
+child of its own run: through the review's ``metric_deployment`` (``review-metric/default``) when
+the Prefect server has it, so that the workers of its pool share the metrics, in the review's
+process otherwise. A run reads the database the
 review loaded, finds the last day with data among the metric's rows, measures the metric in
 the two periods and, when the move is significant and large enough, runs the ``investigate``
 flow as its own subflow into ``out``. It returns the metric's row of the review's summary.

@@ -177,7 +177,7 @@ def test_a_deployment_nobody_serves_is_given_up_on(prefect_harness, tmp_path):
 
 def test_which_deployment_the_metrics_run_through(prefect_harness):
     from flows.investigate import investigate
-    from flows.weekly_review import child_deployment
+    from flows.metric_runs import child_deployment
     from tests.support.prefect_runs import forget_deployment
 
     assert child_deployment(None) is None and child_deployment("") is None
@@ -204,7 +204,7 @@ def test_which_deployment_the_metrics_run_through(prefect_harness):
 def test_a_run_that_ends_without_its_row_is_a_failed_metric(state, error):
     from prefect.states import Completed, Crashed, Failed
 
-    from flows.weekly_review import child_row
+    from flows.metric_runs import child_row
 
     final = {
         "crashed": Crashed(message="Flow run infrastructure exited with non-zero status code -9."),
