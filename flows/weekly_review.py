@@ -11,10 +11,10 @@ filters: whose filtered rows have not), or that was already reviewed on the same
 skipped with the reason.
 
 Otherwise each metric is reviewed by a child flow run of ``review-metric``
-(:mod:`flows.review_metric`, started by :mod:`flows.metric_runs`): measured with the engine, cheaply, and, when the move is
-significant (p below ``alpha``) and at least ``min_relative_change``, investigated by the
-``investigate`` flow into ``OUT/<metric>/<week>`` on the same files, remembered under the
-review's source name. The children run through the deployment ``metric_deployment`` when the
+(:mod:`flows.review_metric`, started by :mod:`flows.metric_runs`): measured with the engine,
+cheaply, and, when the move is significant (p below ``alpha``) and at least
+``min_relative_change``, investigated by the ``investigate`` flow into ``OUT/<metric>/<week>``
+on the same files, remembered under the review's source name. The children run through the deployment ``metric_deployment`` when the
 Prefect server has it, so that the workers of its pool share a long list (on several machines
 when they see ``OUT`` at the same path and share a result storage), and as in-process subflows
 otherwise; at most ``concurrency`` at once. A markdown artifact ``weekly-review`` lists every
@@ -367,10 +367,13 @@ def _finish(
 
 
 def failure_message(summary: dict[str, Any]) -> str:
-    """The failed review's state message: how many metrics failed, which, and why."""
+    """The failed review's state message: how many metrics failed, which, and why (the first
+    few; the summary has every reason)."""
     rows = summary["metrics"]
     failed = [r for r in rows if "error" in r]
-    why = "; ".join(f"{r['metric']} ({one_line(r['error'], 160)})" for r in failed)
+    why = "; ".join(f"{r['metric']} ({one_line(r['error'], 160)})" for r in failed[:5])
+    if len(failed) > 5:
+        why += f"; and {', '.join(r['metric'] for r in failed[5:])}"
     return (
         f"{len(failed)} of {len(rows)} metrics failed: {why}. The others were reviewed; the week "
         f"of {summary['week']} stays open for a rerun."

@@ -215,3 +215,15 @@ def test_a_run_that_ends_without_its_row_is_a_failed_metric(state, error):
     assert row["error"].startswith(error) and len(row["error"]) <= 300
     assert (row["metric"], row["moved"], row["reason"]) == ("revenue", None, "failed")
     assert row["state"] == final.type.value
+
+
+def test_the_failed_reviews_message_names_every_failed_metric_and_the_first_reasons():
+    from flows.weekly_review import failure_message
+
+    rows = [{"metric": f"m{i}", "error": f"reason {i} " + "x" * 400} for i in range(7)]
+    rows.append({"metric": "fine", "moved": False})
+    message = failure_message({"week": "2024-03-25", "metrics": rows})
+    assert message.startswith("7 of 8 metrics failed: m0 (reason 0 xxx")
+    assert "m4 (reason 4" in message and "reason 5" not in message
+    assert "; and m5, m6. The others were reviewed" in message
+    assert len(message) < 1200
