@@ -1,17 +1,24 @@
 """The ``weekly-review`` flow: every week, measure the key metrics and investigate the ones that
-moved.
+moved, each metric in a flow run of its own.
 
 ``metrics.yaml`` names the metrics (its ``metrics:`` section, the format ``--metric NAME``
 reads) and says what to review (its ``review:`` section: data, table, time column, dimensions,
 thresholds). Data in Supabase Storage (``supabase://bucket/prefix``) is downloaded as
-``investigate`` downloads it, once, into ``OUT/uploads``. The review compares the last complete
-week (Monday to Sunday before ``as_of``) with the week before. Each metric is measured first with
-the engine, cheaply; only a move that is significant (p below ``alpha``) and at least
-``min_relative_change`` runs the ``investigate`` flow, as a subflow, into ``OUT/<metric>/<week>``,
-on the same files, remembered under the review's source name. A week whose data has not arrived
-yet (for a metric with filters: whose filtered rows have not), or that was already reviewed on
-the same data, is skipped with the reason. A markdown artifact ``weekly-review`` lists every
-metric, moved or not.
+``investigate`` downloads it, once, into ``OUT/uploads``, and loaded once into
+``OUT/data.duckdb``. The review compares the last complete week (Monday to Sunday before
+``as_of``) with the week before. A week whose data has not arrived yet (for a metric with
+filters: whose filtered rows have not), or that was already reviewed on the same data, is
+skipped with the reason.
+
+Otherwise each metric is reviewed by a child flow run of ``review-metric``
+(:mod:`flows.review_metric`, started by :mod:`flows.metric_runs`): measured with the engine,
+cheaply, and, when the move is significant (p below ``alpha``) and at least
+``min_relative_change``, investigated by the ``investigate`` flow into ``OUT/<metric>/<week>``
+on the same files, remembered under the review's source name. The children run through the deployment ``metric_deployment`` when the
+Prefect server has it, so that the workers of its pool share a long list (on several machines
+when they see ``OUT`` at the same path and share a result storage), and as in-process subflows
+otherwise; at most ``concurrency`` at once. A markdown artifact ``weekly-review`` lists every
+metric, moved, not moved or failed, with a link to its flow run.
 """
 
 from __future__ import annotations
@@ -21,15 +28,19 @@ import json
 import os
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Annotated, Any
 
 import yaml
 from prefect import flow
+from prefect.states import Failed, State
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from flows import steps
+from flows.metric_runs import METRIC_DEPLOYMENT, child_deployment, review_metrics
+from flows.review_metric import Latest, Thresholds, latest_date
+from sql_tools._errors import one_line
 from tasks.ingest.storage import local_paths, storage_url
-from tasks.run import Run, data_hash, question_of
+from tasks.run import data_hash
 
 STATE_FILE = "weekly-review-state.json"
 ARTIFACT_KEY = "weekly-review"
@@ -58,6 +69,11 @@ class ReviewConfig(BaseModel):
     min_relative_change: float = Field(default=0.05, ge=0.0)
     alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
 
+    @property
+    def thresholds(self) -> Thresholds:
+        """When a move is worth an investigation."""
+        return Thresholds(min_relative_change=self.min_relative_change, alpha=self.alpha)
+
 
 class Review(BaseModel):
     """A parsed ``metrics.yaml``: the review settings, the metrics to review, and a copy of the
@@ -80,9 +96,30 @@ def weekly_review(
     offline: bool = False,
     remember: bool = True,
     force: bool = False,
-) -> dict[str, Any]:
+    concurrency: Annotated[int, Field(ge=1, le=100)] = 4,
+    metric_deployment: str | None = METRIC_DEPLOYMENT,
+    metric_timeout: Annotated[float, Field(gt=0)] = 7200.0,
+) -> dict[str, Any] | State[Any]:
     """Review every metric of ``metrics_file`` for the last complete week before ``as_of``
-    (default: today, UTC) against the week before; investigate the ones that moved."""
+    (default: today, UTC) against the week before; investigate the ones that moved.
+
+    Each metric is a child flow run of ``review-metric``, at most ``concurrency`` at once:
+    through the deployment ``metric_deployment`` when the server has it (a run still unfinished
+    after ``metric_timeout`` seconds, queued or running, is cancelled and counted as failed), as
+    an in-process subflow when it does not, when no Prefect server is configured, or when
+    ``metric_deployment`` is empty.
+
+    A metric whose run fails (an unknown column, a data error, a failed investigation, a crashed
+    worker) never stops the others: it is listed as failed with a one-line reason and a link to
+    its run. The review then ends **Failed**, its message saying how many of how many metrics
+    failed and which, with the summary as its data and the week left open so that a rerun
+    reviews it. Failed rather than Completed with a note, because everything an on-call person
+    watches keys on the state's type, not its name or message: the red run in the UI's run list
+    and the dashboard, automations and notifications on "flow run Failed", and
+    ``prefect deployment run --watch`` exiting non-zero. A Completed run named "completed with
+    failures" stays green everywhere, and a broken metric would go unnoticed week after week.
+    The metrics that did complete keep their results, rows and links either way.
+    """
     from prefect.logging import get_run_logger
 
     review = read_review(metrics_file, out, period_days)
@@ -94,24 +131,27 @@ def weekly_review(
     h = data_hash(db)
     questions = {m: question_args(review, m, baseline, comparison) for m in review.metrics}
     latest = latest_dates(db, questions)
-    if all(d.day is None or d.day < comparison[1] for d in latest.values()):
-        return _skip(summary, no_new_data(latest, comparison))
+    if nothing := no_new_data(latest, comparison):
+        return _skip(summary, nothing)
     state = read_state(out)
     if not force and already_reviewed(state, summary["week"], h, review.digest):
         return _skip(summary, f"week {summary['week']} was already reviewed on this data")
-    for name, qargs in questions.items():
-        day = latest[name].day
-        row = {"metric": name, "latest_date": _iso(day)}
-        summary["metrics"].append(row)
-        if day is None or day < comparison[1]:
-            row.update(moved=False, reason=f"no data through {comparison[1]}")
-            continue
-        with Run(db, qargs, h) as run:
-            explanation = steps.decompose(run)
-        row.update(measurement(explanation, review.config))
-        if row["moved"]:
-            target = Path(out) / name / summary["week"]
-            row["investigation"] = _investigate(review, files, qargs, target, offline, remember)
+    deployment = child_deployment(metric_deployment)
+    summary["metric_deployment"] = deployment
+    children = {
+        name: {
+            "question": qargs, "db": db, "data": files,
+            "out": str(Path(out) / name / summary["week"]),
+            "thresholds": review.config.thresholds.model_dump(), "source": review.source,
+            "offline": offline, "remember": remember,
+        }
+        for name, qargs in questions.items()
+    }  # fmt: skip
+    rows = review_metrics(children, deployment, concurrency, metric_timeout)
+    for row in rows:
+        if row.get("latest_date") is None and (known := latest[row["metric"]]) is not None:
+            row["latest_date"] = _iso(known.day)
+    summary["metrics"] = rows
     return _finish(summary, state, h, review.digest)
 
 
@@ -212,39 +252,29 @@ def question_args(
 # --------------------------------------------------------------------------------------------
 
 
-class Latest(NamedTuple):
-    """The last day with data for a metric, and whether only its filters' rows counted."""
+def latest_dates(db: str, questions: dict[str, dict[str, Any]]) -> dict[str, Latest | None]:
+    """The last day with data for each metric (see :func:`~flows.review_metric.latest_date`);
+    None for a metric the data cannot answer (an unknown column): its own run reports why."""
+    from sql_tools import ToolContext
 
-    day: date | None
-    filtered: bool
-
-
-def latest_dates(db: str, questions: dict[str, dict[str, Any]]) -> dict[str, Latest]:
-    """The last day with data for each metric: in its table, on its time column, among the
-    rows its filters keep (``country=US`` has no new data when only other countries arrived)."""
-    from sql_tools import SQL_TOOLS, ToolContext
-
-    out: dict[str, Latest] = {}
+    out: dict[str, Latest | None] = {}
     with ToolContext(db) as ctx:
         for name, qargs in questions.items():
-            q = question_of(ctx, qargs)
-            args = {
-                "table": q.metric.table,
-                "measures": [{"agg": "max", "column": q.periods.time_column}],
-                "filters": [f.model_dump(mode="json") for f in q.metric.filters],
-            }
-            res = SQL_TOOLS.call(ctx, "metric_aggregate", args)
-            value = next(iter(res.rows[0].values()), None) if res.rows else None  # type: ignore[attr-defined]
-            day = None if value is None else date.fromisoformat(str(value)[:10])
-            out[name] = Latest(day, bool(q.metric.filters))
+            try:
+                out[name] = latest_date(ctx, qargs)
+            except Exception:  # the metric's run meets it again and fails with the reason
+                out[name] = None
     return out
 
 
-def no_new_data(latest: dict[str, Latest], comparison: tuple[date, date]) -> str:
-    """Why there is nothing to review yet."""
-    known = [d.day for d in latest.values() if d.day is not None]
+def no_new_data(latest: dict[str, Latest | None], comparison: tuple[date, date]) -> str | None:
+    """Why there is nothing to review yet: no metric has data through the end of the week under
+    review. None when one has, or when one cannot be read (its run is to say why)."""
+    if any(d is None or (d.day is not None and d.day >= comparison[1]) for d in latest.values()):
+        return None
+    known = [d.day for d in latest.values() if d is not None and d.day is not None]
     last = f"the data ends on {max(known)}" if known else "the data has no dates"
-    if any(d.filtered for d in latest.values()):
+    if any(d is not None and d.filtered for d in latest.values()):
         last += " (counting only rows the metrics' filters keep)"
     return f"no new data: {last}, before the end of the week under review ({comparison[1]})"
 
@@ -274,71 +304,6 @@ def write_state(out: str | Path, state: dict[str, Any]) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# Measuring and investigating
-# --------------------------------------------------------------------------------------------
-
-
-def measurement(explanation: dict[str, Any], config: ReviewConfig) -> dict[str, Any]:
-    """The metric's move and whether it is worth an investigation."""
-    change = explanation["change"]
-    p, rel = change["p_value"], change["relative"]
-    if p is None or not p < config.alpha:
-        moved, reason = False, "within the noise"
-    elif rel is not None and abs(rel) < config.min_relative_change:
-        moved, reason = False, f"significant but under {config.min_relative_change:.0%}"
-    else:
-        moved, reason = True, "significant and beyond the threshold"
-    return {
-        "expression": explanation["metric"]["expression"],
-        "baseline": explanation["baseline"]["value"],
-        "comparison": explanation["comparison"]["value"],
-        "change": {k: change[k] for k in ("absolute", "relative", "significant", "p_value")},
-        "moved": moved,
-        "reason": reason,
-    }
-
-
-def _investigate(
-    review: Review,
-    files: list[str],
-    qargs: dict[str, Any],
-    target: Path,
-    offline: bool,
-    remember: bool,
-) -> dict[str, Any]:
-    """Run the ``investigate`` flow as a subflow on the files the review measured (already
-    downloaded when they came from Supabase Storage); its folder, run id, link and answer."""
-    from prefect.utilities.urls import url_for
-
-    from flows.investigate import investigate
-
-    args = {k: v for k, v in qargs.items() if k in _INVESTIGATE_ARGS}
-    state = investigate(
-        data=files, out=str(target), offline=offline, remember=remember, source=review.source,
-        return_state=True, **args,
-    )  # fmt: skip
-    run_id = str(state.state_details.flow_run_id)
-    found: dict[str, Any] = {
-        "out": str(target),
-        "flow_run_id": run_id,
-        "flow_run_url": url_for("flow-run", obj_id=run_id),
-        "state": state.type.value,
-    }
-    if not state.is_completed():
-        found["error"] = " ".join(str(state.message or state.name).split())
-        return found
-    result = state.result()
-    found["root_causes"] = result["root_causes"]
-    found["run_id"] = result["run_id"]
-    return found
-
-
-_INVESTIGATE_ARGS = (
-    "metric", "table", "time_column", "baseline", "comparison", "dimensions", "metrics_file",
-)  # fmt: skip
-
-
-# --------------------------------------------------------------------------------------------
 # Summary
 # --------------------------------------------------------------------------------------------
 
@@ -357,10 +322,8 @@ def _summary(
         "comparison": _span(comparison),
         "out": out,
         "flow_run_url": url_for("flow-run", obj_id=flow_run.id),
-        "thresholds": {
-            "min_relative_change": review.config.min_relative_change,
-            "alpha": review.config.alpha,
-        },
+        "thresholds": review.config.thresholds.model_dump(),
+        "metric_deployment": None,
         "metrics": [],
     }
 
@@ -376,21 +339,22 @@ def _skip(summary: dict[str, Any], reason: str) -> dict[str, Any]:
 
 def _finish(
     summary: dict[str, Any], state: dict[str, Any], data_hash: str, digest: str
-) -> dict[str, Any]:
+) -> dict[str, Any] | State[Any]:
+    """Record the week as reviewed and return the summary; or, when a metric failed, leave the
+    week open and end the run Failed with the summary as its data."""
     from prefect.logging import get_run_logger
 
     logger = get_run_logger()
     rows = summary["metrics"]
     for r in rows:
-        logger.info("%s: %s (%s)", r["metric"], _move(r), r["reason"])
-    moved = [r for r in rows if r["moved"]]
-    summary["moved"] = [r["metric"] for r in moved]
+        logger.info("%s: %s (%s)", r["metric"], _move(r), r.get("error") or r["reason"])
+    summary["moved"] = [r["metric"] for r in rows if r["moved"]]
+    summary["failed"] = [r["metric"] for r in rows if "error" in r]
     _artifact(summary)
-    failed = [r["metric"] for r in moved if "error" in r["investigation"]]
-    if failed:
-        raise RuntimeError(
-            f"investigation of {', '.join(failed)} failed; the week stays unreviewed"
-        )
+    if summary["failed"]:
+        message = failure_message(summary)
+        logger.error(message)
+        return Failed(message=message, data=summary)
     state["reviewed"][summary["week"]] = {
         "data": data_hash,
         "config": digest,
@@ -400,6 +364,20 @@ def _finish(
     state["last_reviewed"] = summary["week"]
     write_state(summary["out"], state)
     return summary
+
+
+def failure_message(summary: dict[str, Any]) -> str:
+    """The failed review's state message: how many metrics failed, which, and why (the first
+    few; the summary has every reason)."""
+    rows = summary["metrics"]
+    failed = [r for r in rows if "error" in r]
+    why = "; ".join(f"{r['metric']} ({one_line(r['error'], 160)})" for r in failed[:5])
+    if len(failed) > 5:
+        why += f"; and {', '.join(r['metric'] for r in failed[5:])}"
+    return (
+        f"{len(failed)} of {len(rows)} metrics failed: {why}. The others were reviewed; the week "
+        f"of {summary['week']} stays open for a rerun."
+    )
 
 
 def render_summary(summary: dict[str, Any]) -> str:
@@ -414,17 +392,27 @@ def render_summary(summary: dict[str, Any]) -> str:
         return head + f"\nSkipped: {esc(summary['reason'], 300)}.\n"
     rows = summary["metrics"]
     moved = [r for r in rows if r["moved"]]
+    failed = [r for r in rows if "error" in r]
     t = summary["thresholds"]
-    lines = [
-        head,
+    lines = [head]
+    if failed:
+        names = ", ".join(esc(r["metric"]) for r in failed)
+        lines += [
+            f"**{len(failed)} of {len(rows)} metrics failed: {names}.** The others were reviewed; "
+            "this week stays open for a rerun.",
+            "",
+        ]
+    lines += [
         f"{len(moved)} of {len(rows)} metrics moved beyond the noise (p < {t['alpha']:g}) and by "
         f"at least {t['min_relative_change']:.0%}."
         if moved
         else f"Nothing moved: no metric changed beyond the noise (p < {t['alpha']:g}) and by at "
         f"least {t['min_relative_change']:.0%}.",
         "",
-        "| metric | before | after | change | p | moved | investigation |",
-        "|---|---:|---:|---:|---:|---|---|",
+        _where(summary.get("metric_deployment")),
+        "",
+        "| metric | before | after | change | p | moved | investigation | metric run |",
+        "|---|---:|---:|---:|---:|---|---|---|",
     ]
     for r in rows:
         change = r.get("change") or {}
@@ -432,20 +420,39 @@ def render_summary(summary: dict[str, Any]) -> str:
         inv = r.get("investigation")
         where = ""
         if inv:
-            link = f"[flow run]({inv['flow_run_url']})" if inv["flow_run_url"] else "flow run"
-            where = f"{link} {inv['state'].lower()}, `{esc(inv['out'], 200)}`"
+            where = f"{_link('flow run', inv['flow_run_url'])} {inv['state'].lower()}, "
+            where += f"`{esc(inv['out'], 200)}`"
+        verdict = "yes" if r["moved"] else "no"
+        verdict = "failed" if r["moved"] is None else f"{verdict}: {esc(r['reason'])}"
+        run = _link(r["state"].lower(), r.get("flow_run_url")) if r.get("state") else ""
         lines.append(
             f"| {esc(r['metric'])} | {fmt(r.get('baseline'))} | {fmt(r.get('comparison'))} | "
             f"{fmt(change.get('relative'), 'percent')} | {'n/a' if p is None else f'{p:.2g}'} | "
-            f"{'yes' if r['moved'] else 'no'}: {esc(r['reason'])} | {where} |"
+            f"{verdict} | {where} | {run} |"
         )
-    for r in moved:
-        inv = r["investigation"]
-        causes = "; ".join(segment_text(s) for s in inv.get("root_causes", [])) or "none named"
-        lines += ["", f"**{esc(r['metric'])}**: root causes: {causes}."]
-        if "error" in inv:
-            lines.append(f"The investigation failed: {esc(inv['error'], 300)}")
+    for r in rows:
+        if r["moved"]:
+            inv = r["investigation"]
+            causes = "; ".join(segment_text(s) for s in inv.get("root_causes", [])) or "none named"
+            lines += ["", f"**{esc(r['metric'])}**: root causes: {causes}."]
+            if "error" in inv:
+                lines.append(f"The investigation failed: {esc(inv['error'], 300)}")
+        elif "error" in r:
+            lines += ["", f"**{esc(r['metric'])}** failed: {esc(r['error'], 300)}"]
     return "\n".join(lines) + "\n"
+
+
+def _where(deployment: str | None) -> str:
+    if deployment:
+        return (
+            f"Each metric ran as its own flow run of `review-metric`, through the deployment "
+            f"`{deployment}` (its work pool's workers)."
+        )
+    return "Each metric ran as its own flow run of `review-metric`, in the review's process."
+
+
+def _link(text: str, url: str | None) -> str:
+    return f"[{text}]({url})" if url else text
 
 
 def _artifact(summary: dict[str, Any]) -> None:
@@ -457,6 +464,8 @@ def _artifact(summary: dict[str, Any]) -> None:
 
 
 def _move(row: dict[str, Any]) -> str:
+    if row["moved"] is None:
+        return "failed"
     rel = (row.get("change") or {}).get("relative")
     moved = "moved" if row["moved"] else "not moved"
     return moved if rel is None else f"{moved}, {rel * 100:+.1f}%"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import textwrap
+import threading
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
@@ -322,13 +323,19 @@ def _pct(x: float | None) -> str:
     return fmt(x, "percent") if x is not None else "n/a"
 
 
+_DRAWING = threading.Lock()
+"""matplotlib's settings and Python's warning filters are the process's, and setting them for a
+while is not safe across threads: investigations running at once in one process (the weekly
+review's metrics) draw one chart at a time."""
+
+
 @contextmanager
 def _canvas() -> Iterator[Any]:
     """matplotlib settings for our charts: plain text (no mathtext), fixed font, no warnings
     for glyphs the font lacks (data text may hold any character)."""
     import matplotlib
 
-    with warnings.catch_warnings():
+    with _DRAWING, warnings.catch_warnings():
         warnings.filterwarnings(
             "ignore", message=r"(?s).*[Gg]lyph.*missing from", category=UserWarning
         )

@@ -2,7 +2,8 @@
 
 A local server (SQLite under a temporary PREFECT_HOME), the process work pool, `prefect deploy
 --all`, a worker, then `prefect deployment run investigate/default --watch`. The run must complete
-with its artifacts, and the scheduler must create runs for the weekly review. Every process is
+with its artifacts, the scheduler must create runs for the weekly review, and the weekly review's
+metrics must run as runs of review-metric/default that the worker takes. Every process is
 stopped in the end, whatever happens.
 """
 
@@ -152,6 +153,7 @@ def test_deployments_run_on_a_real_server(prefect: Prefect, tmp_path: Path) -> N
     prefect.run("work-pool", "create", "local-process", "--type", "process", timeout=120)
     out = prefect.run("--no-prompt", "deploy", "--all", timeout=180)
     assert "investigate/default" in out and "weekly-review/weekly" in out
+    assert "review-metric/default" in out
     worker_log = prefect.start(
         "worker", "worker", "start", "--pool", "local-process",
         stop=[signal.SIGINT, signal.SIGINT], wait=15,
@@ -216,7 +218,8 @@ def test_deployments_run_on_a_real_server(prefect: Prefect, tmp_path: Path) -> N
     )
     assert "weekly-review" in listed
 
-    # the weekly review, now: the demo week, revenue investigated as a subflow
+    # the weekly review, now: the demo week, each metric a run of review-metric/default taken
+    # by the worker, revenue investigated as a subflow of its run
     weekly_out = tmp_path / "weekly"
     out = prefect.run(
         "deployment", "run", "weekly-review/weekly", "--param", f"out={weekly_out}",
@@ -231,3 +234,11 @@ def test_deployments_run_on_a_real_server(prefect: Prefect, tmp_path: Path) -> N
         {"artifacts": {"flow_run_id": {"any_": [run_id]}, "key": {"any_": ["weekly-review"]}}},
     )
     assert "1 of 3 metrics moved" in summary["data"]
+    assert "through the deployment `review-metric/default`" in summary["data"]
+    per_metric = prefect.api_call("/deployments/name/review-metric/default")
+    children = prefect.api_call(
+        "/flow_runs/filter", {"flow_runs": {"parent_flow_run_id": {"any_": [run_id]}}}
+    )
+    assert sorted(c["name"] for c in children) == ["active_users", "revenue", "sessions"]
+    assert {c["deployment_id"] for c in children} == {per_metric["id"]}
+    assert {c["state"]["type"] for c in children} == {"COMPLETED"}

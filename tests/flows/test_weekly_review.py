@@ -15,14 +15,10 @@ from uuid import UUID
 import pytest
 import yaml
 
-from flows.weekly_review import (
-    ReviewConfig,
-    measurement,
-    read_review,
-    render_summary,
-    review_periods,
-)
+from flows.review_metric import Thresholds, measurement
+from flows.weekly_review import ReviewConfig, read_review, render_summary, review_periods
 from tests.support.fake_storage import FakeStorage
+from tests.support.prefect_runs import child_runs, markdown_artifact
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "metrics.yaml"
@@ -40,32 +36,8 @@ def _run(**kwargs: Any) -> tuple[UUID, dict[str, Any]]:
     return state.state_details.flow_run_id, state.result()
 
 
-def _subflows(run_id: UUID) -> list[Any]:
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlowRunId
-
-    with get_client(sync_client=True) as client:
-        flt = FlowRunFilter(parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[run_id]))
-        return client.read_flow_runs(flow_run_filter=flt)
-
-
 def _summary_artifact(run_id: UUID) -> str:
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import (
-        ArtifactFilter,
-        ArtifactFilterFlowRunId,
-        ArtifactFilterKey,
-    )
-
-    with get_client(sync_client=True) as client:
-        found = client.read_artifacts(
-            artifact_filter=ArtifactFilter(
-                key=ArtifactFilterKey(any_=["weekly-review"]),
-                flow_run_id=ArtifactFilterFlowRunId(any_=[run_id]),
-            )
-        )
-    assert len(found) == 1
-    return found[0].data
+    return markdown_artifact(run_id, "weekly-review")
 
 
 @pytest.fixture(scope="module")
@@ -104,15 +76,28 @@ def test_demo_week_investigates_revenue_only(demo_review):
     assert result["metric"]["name"] == "revenue"
     assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["metrics", "revenue"]
 
-    subflows = _subflows(run_id)
-    assert [str(f.id) for f in subflows] == [inv["flow_run_id"]]
-    assert subflows[0].state.is_completed()
+    # each metric is a flow run of its own, a child of the review, run in this process (no
+    # deployment of review-metric here); the investigation is a child of its metric's run
+    children = {r.name: r for r in child_runs(run_id)}
+    assert sorted(children) == ["active_users", "revenue", "sessions"]
+    assert summary["metric_deployment"] is None and summary["failed"] == []
+    for name, row in rows.items():
+        run = children[name]
+        assert row["flow_run_id"] == str(run.id) and row["state"] == "COMPLETED"
+        assert run.state.is_completed() and run.deployment_id is None
+        assert row["flow_run_url"].endswith(f"/runs/flow-run/{run.id}")
+        assert run.parameters["question"]["metric"] == name
+    [investigation] = child_runs(rows["revenue"]["flow_run_id"])
+    assert str(investigation.id) == inv["flow_run_id"] and investigation.state.is_completed()
+    assert child_runs(rows["sessions"]["flow_run_id"]) == []
     assert inv["flow_run_url"].endswith(f"/runs/flow-run/{inv['flow_run_id']}")
 
     md = _summary_artifact(run_id)
-    assert "1 of 3 metrics moved" in md
+    assert "1 of 3 metrics moved" in md and "failed" not in md
     assert "| revenue |" in md and "yes: significant" in md and "-21.5%" in md
     assert inv["flow_run_url"] in md and "platform = ios, app\\_version = 5.2" in md
+    assert all(f"[completed]({r['flow_run_url']})" in md for r in rows.values())
+    assert "in the review's process" in md
     state = json.loads((out / "weekly-review-state.json").read_text())
     assert state["last_reviewed"] == "2024-03-25"
     assert state["reviewed"]["2024-03-25"]["moved"] == ["revenue"]
@@ -134,7 +119,7 @@ def test_same_week_again_is_skipped(demo_review):
     run_id, summary = _run(metrics_file=str(EXAMPLE), as_of=date(2024, 4, 3), out=str(out))
     assert summary["status"] == "skipped"
     assert summary["reason"] == "week 2024-03-25 was already reviewed on this data"
-    assert summary["metrics"] == [] and _subflows(run_id) == []
+    assert summary["metrics"] == [] and child_runs(run_id) == []
     assert "Skipped: week 2024-03-25 was already reviewed" in _summary_artifact(run_id)
 
 
@@ -146,7 +131,7 @@ def test_week_without_data_is_skipped(prefect_harness, tmp_path):
         "no new data: the data ends on 2024-03-31, before the end of the week under review "
         "(2024-04-28)"
     )
-    assert _subflows(run_id) == []
+    assert child_runs(run_id) == []
     assert not (tmp_path / "weekly-review-state.json").exists()
 
 
@@ -182,7 +167,7 @@ def test_a_metric_whose_filtered_rows_have_not_arrived_has_no_new_data(prefect_h
         "no new data: the data ends on 2024-03-24 (counting only rows the metrics' filters "
         "keep), before the end of the week under review (2024-03-31)"
     )
-    assert _subflows(run_id) == []
+    assert child_runs(run_id) == []
 
     both = _metrics_file(tmp_path, data, ["sessions", "us_revenue"])
     _, summary = _run(metrics_file=str(both), as_of=date(2024, 4, 1), out=str(out))
@@ -224,7 +209,9 @@ def test_nothing_moved_stays_quiet(prefect_harness, tmp_path):
         expected = "significant but under 5%" if r["change"]["significant"] else "within the noise"
         assert r["reason"] == expected, r
         assert not r["change"]["significant"] or abs(r["change"]["relative"]) < 0.05, r
-    assert _subflows(run_id) == []
+    children = child_runs(run_id)
+    assert len(children) == 3 and all(c.state.is_completed() for c in children)
+    assert all(child_runs(c.id) == [] for c in children)  # nothing investigated
     assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["metrics"]
     assert "Nothing moved" in _summary_artifact(run_id)
     # the same week again: skipped, unless forced
@@ -233,7 +220,7 @@ def test_nothing_moved_stays_quiet(prefect_harness, tmp_path):
     assert _run(**again, force=True)[1]["status"] == "reviewed"
 
 
-def test_a_failed_investigation_fails_the_review_and_leaves_the_week_open(
+def test_a_failed_investigation_fails_its_metric_and_the_review_and_leaves_the_week_open(
     prefect_harness, tmp_path, monkeypatch
 ):
     from prefect import flow
@@ -251,11 +238,29 @@ def test_a_failed_investigation_fails_the_review_and_leaves_the_week_open(
         return_state=True,
     )  # fmt: skip
     assert state.is_failed()
-    assert "investigation of revenue failed" in state.message
-    [sub] = _subflows(state.state_details.flow_run_id)
+    assert state.message == (
+        "1 of 3 metrics failed: revenue (investigation failed: RuntimeError: disk full). The "
+        "others were reviewed; the week of 2024-03-25 stays open for a rerun."
+    )
+    # the summary is the failed run's data: the metric was measured, its investigation failed
+    summary = state.result(raise_on_failure=False)
+    assert summary["failed"] == ["revenue"] and summary["moved"] == ["revenue"]
+    rows = {r["metric"]: r for r in summary["metrics"]}
+    assert rows["revenue"]["state"] == "FAILED"
+    assert rows["revenue"]["error"] == "investigation failed: RuntimeError: disk full"
+    assert rows["revenue"]["change"]["relative"] == pytest.approx(-0.215, abs=0.001)
+    assert rows["revenue"]["investigation"]["state"] == "FAILED"
+    assert [rows[m]["state"] for m in ("sessions", "active_users")] == ["COMPLETED"] * 2
+
+    children = {r.name: r for r in child_runs(state.state_details.flow_run_id)}
+    assert children["revenue"].state.is_failed()
+    assert children["sessions"].state.is_completed()
+    [sub] = child_runs(children["revenue"].id)
     assert sub.state.is_failed()
     md = _summary_artifact(state.state_details.flow_run_id)
-    assert "flow run](" in md and "failed" in md and "disk full" in md
+    assert "**1 of 3 metrics failed: revenue.**" in md
+    assert f"[failed]({rows['revenue']['flow_run_url']})" in md
+    assert "flow run](" in md and "The investigation failed: RuntimeError: disk full" in md
     assert not (tmp_path / "weekly-review-state.json").exists()
 
 
@@ -347,9 +352,9 @@ def _explained(relative: float | None, p: float | None) -> dict[str, Any]:
     ],
 )
 def test_only_significant_moves_beyond_the_threshold_are_investigated(relative, p, moved, reason):
-    got = measurement(_explained(relative, p), ReviewConfig(data=["x"]))
+    got = measurement(_explained(relative, p), Thresholds())
     assert (got["moved"], got["reason"]) == (moved, reason)
-    strict = measurement(_explained(relative, p), ReviewConfig(data=["x"], alpha=0.0001))
+    strict = measurement(_explained(relative, p), Thresholds(alpha=0.0001))
     assert not strict["moved"]
 
 
