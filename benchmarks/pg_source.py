@@ -39,7 +39,7 @@ def start(parent: Path, data: list[Path]) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         duck = Path(tmp) / "data.duckdb"
         load_files(data, duck)
-        tables = copy_tables(duck, uri)
+        tables = copy_tables(duck, uri, streamed=True)
     with psycopg.connect(uri, autocommit=True) as con:  # as a database in use would be:
         for t in tables:  # visibility set on every row, statistics for the planner
             con.execute(sql.SQL("VACUUM (ANALYZE) {}").format(sql.Identifier(t)))

