@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from prefect import task
-from prefect.cache_policies import INPUTS, TASK_SOURCE, CachePolicy
+from prefect.cache_policies import INPUTS, RUN_ID, TASK_SOURCE, CachePolicy
 from prefect.context import TaskRunContext
 
 from tasks.agent import steps as agent_steps
@@ -71,6 +71,10 @@ class RunInputs(CachePolicy):
 
 
 CACHED = {"cache_policy": RunInputs() + TASK_SOURCE, "persist_result": True}
+# Prefect's default (inputs, task source, flow run id: a retry within the same flow run reuses
+# a result) for the steps that depend on more than the run's data, with a Run hashed as its
+# identity: the default cannot hash an open connection and logs an error on every run.
+PER_FLOW_RUN = {"cache_policy": RunInputs() + TASK_SOURCE + RUN_ID}
 RETRIED = {"retries": 2, "retry_delay_seconds": [2, 10], "retry_condition_fn": _retry_condition}
 
 
@@ -90,7 +94,7 @@ def decompose(run: Run) -> dict[str, Any]:
     return run.analysis.explanation.model_dump(mode="json")
 
 
-@task(name="recall-history", **RETRIED)
+@task(name="recall-history", **PER_FLOW_RUN, **RETRIED)
 def recall_history(run: Run, explanation: dict[str, Any]) -> dict[str, Any]:
     """Similar past investigations and past dismissed findings of this data."""
     return memory.recall_history(run, explanation)
@@ -116,13 +120,13 @@ def investigate_hypothesis(
     return done
 
 
-@task(name="verify-findings")
+@task(name="verify-findings", **PER_FLOW_RUN)
 def verify_findings(run: Run, findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Every accepted finding's recorded query run once more against the data."""
     return _verify_findings(run, findings)
 
 
-@task(name="write-report")
+@task(name="write-report", **PER_FLOW_RUN)
 def write_report(
     run: Run, out: str, result: dict[str, Any], entries: list[dict[str, Any]]
 ) -> dict[str, Any]:
@@ -130,7 +134,7 @@ def write_report(
     return _write_report(run, out, result, entries)
 
 
-@task(name="remember", **RETRIED)
+@task(name="remember", **PER_FLOW_RUN, **RETRIED)
 def remember(
     run: Run, result: dict[str, Any], entries: list[dict[str, Any]], report_md: str
 ) -> dict[str, Any]:

@@ -71,6 +71,8 @@ def test_flow_run_completes_with_artifacts(prefect_harness, tmp_path):
     assert len(states["investigate-hypothesis"]) == len(summary["hypotheses"])
     logged = _run_logs(state.state_details.flow_run_id)
     assert any("h1 q-1 metric_compare_periods" in m for m in logged), "tool calls are logged"
+    # every step's cache key is computable (a Run stands for its identity): no error lines
+    assert not [m for m in logged if "computing cache key" in m]
 
 
 def test_crashed_run_resumes_from_the_cache(prefect_harness, tmp_path, monkeypatch):
