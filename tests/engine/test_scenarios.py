@@ -372,6 +372,22 @@ def test_hypotheses_have_verdicts_and_evidence(investigated):
     assert "## Hypotheses" in report
 
 
+def test_the_even_shift_is_weighed_on_the_totals_not_a_second_engine_run(investigated):
+    """The "everything moved" hypothesis of a plain metric reads the two totals with one
+    aggregate (no second run of the engine over the rows), and they are the metric's values."""
+    exp, result, out = investigated
+    metric = result["metric"]
+    hyps = [h for h in result["hypotheses"] if h["category"] == "global"]
+    if metric["kind"] == "ratio" or metric["grain"] or not hyps:
+        pytest.skip("ratio and per-day metrics are weighed by the engine's own query")
+    (evidence,) = hyps[0]["evidence"]
+    assert evidence["tool"] == "metric_compare_periods"
+    assert "group_by" not in evidence["arguments"]
+    for which in ("baseline", "comparison"):
+        got = evidence["result"]["total"][which]
+        assert got == pytest.approx(result[which]["value"], rel=1e-9)
+
+
 def test_every_accepted_finding_reproduces_from_its_recorded_sql(investigated):
     """Each accepted finding's numbers come back when its recorded SQL is re-run, and match what
     the finding claimed."""
