@@ -105,7 +105,7 @@ def for_bigquery(tree: exp.Expression) -> exp.Expression:
         _replace(f, exp.not_(exp.or_(exp.IsInf(this=x.copy()), exp.IsNan(this=x.copy()))))
     for f in _functions(tree, "contains"):
         text, part = f.expressions
-        _replace(f, exp.GT(this=exp.StrPosition(this=text, substr=part), expression=_number(0)))
+        _replace(f, _substring_found(text, part))
     for f in _functions(tree, "hash"):
         row = exp.JSONFormat(this=exp.Struct(expressions=list(f.expressions)))
         f.replace(exp.FarmFingerprint(expressions=[row]))
@@ -115,6 +115,12 @@ def for_bigquery(tree: exp.Expression) -> exp.Expression:
             _replace(g, _grouping_bits(g.expressions))
     _float_division(tree)
     return tree
+
+
+def _substring_found(text: exp.Expression, needle: exp.Expression) -> exp.Expression:
+    """``needle`` occurs in ``text``, literally (no wildcards, case-sensitive): its position
+    (``INSTR`` in BigQuery, ``strpos`` in Postgres) is above 0."""
+    return exp.GT(this=exp.StrPosition(this=text, substr=needle), expression=_number(0))
 
 
 def _number(n: int) -> exp.Literal:
@@ -225,10 +231,6 @@ def _row_aliases(node: exp.Expression) -> set[str]:
 _PG_INFINITY = "Infinity"
 
 
-def _pg_float(text: str) -> exp.Expression:
-    return exp.cast(exp.Literal.string(text), exp.DataType.build("DOUBLE"))
-
-
 def _pg_function_name(node: exp.Expression) -> str | None:
     return node.name.lower() if isinstance(node, exp.Anonymous) else None
 
@@ -242,14 +244,14 @@ def _pg_non_finite(node: exp.Expression) -> exp.Expression:
     if name == "isfinite":  # false for NaN (above +Infinity) and for both infinities
         return exp.paren(
             exp.and_(
-                exp.GT(this=x.copy(), expression=_pg_float(f"-{_PG_INFINITY}")),
-                exp.LT(this=x.copy(), expression=_pg_float(_PG_INFINITY)),
+                exp.GT(this=x.copy(), expression=_double(f"-{_PG_INFINITY}")),
+                exp.LT(this=x.copy(), expression=_double(_PG_INFINITY)),
             )
         )
     if name == "isnan":
-        return exp.paren(exp.EQ(this=x.copy(), expression=_pg_float("NaN")))
+        return exp.paren(exp.EQ(this=x.copy(), expression=_double("NaN")))
     return exp.paren(
-        exp.In(this=x.copy(), expressions=[_pg_float(_PG_INFINITY), _pg_float(f"-{_PG_INFINITY}")])
+        exp.In(this=x.copy(), expressions=[_double(_PG_INFINITY), _double(f"-{_PG_INFINITY}")])
     )
 
 
@@ -258,8 +260,7 @@ def _pg_contains(node: exp.Expression) -> exp.Expression:
     if _pg_function_name(node) != "contains" or len(node.expressions) != 2:
         return node
     text, needle = node.expressions
-    found = exp.StrPosition(this=text.copy(), substr=needle.copy())
-    return exp.paren(exp.GT(this=found, expression=exp.Literal.number(0)))
+    return exp.paren(_substring_found(text.copy(), needle.copy()))
 
 
 def _pg_hash(node: exp.Expression) -> exp.Expression:
