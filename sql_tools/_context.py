@@ -13,6 +13,8 @@ import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -234,19 +236,17 @@ class ToolContext:
             tables.setdefault(tname, []).append(Column(tname, cname, ctype, kind_of(ctype), cname))
         return Schema(tables=tables, catalog=catalog)
 
-    def run(self, sql: str, params: dict[str, Any] | None = None, *, max_rows: int) -> QueryOutput:
-        """Guard, then execute ``sql`` with bound ``params``; fetch at most ``max_rows`` rows."""
-        params = params or {}
+    @contextmanager
+    def _executing(self, sql: str, *, type_errors: bool) -> Iterator[duckdb.DuckDBPyConnection]:
+        """The guard, then the connection for one query, under the lock and the time limit;
+        DuckDB's errors as ours (a value that does not convert to a column's type is the
+        caller's ``type_mismatch`` when ``type_errors``, else a failed query)."""
         with self._lock:  # the guard parses on the connection too: one caller at a time
             check_select(self.con, sql, allowed_tables=set(self.schema.tables))
             timer = threading.Timer(self.limits.timeout_s, self.con.interrupt)
-            start = time.perf_counter()
             timer.start()
             try:
-                cur = self.con.execute(sql, params)
-                columns = [d[0] for d in cur.description or []]
-                rows = cur.fetchmany(max_rows)
-                cur.abort()  # rows past max_rows would block the connection's next con.sql()
+                yield self.con
             except duckdb.InterruptException as exc:
                 raise QueryTimeout(
                     f"query exceeded the time limit of {self.limits.timeout_s:g} s and was stopped"
@@ -256,6 +256,8 @@ class ToolContext:
                     f"query exceeded the memory limit of {self.limits.memory_limit}"
                 ) from exc
             except duckdb.ConversionException as exc:
+                if not type_errors:
+                    raise SqlToolError(f"query failed: {one_line(exc, 300)}") from exc
                 raise ToolInputError(
                     f"a value does not fit the column type: {one_line(exc, 200)}",
                     code="type_mismatch",
@@ -264,6 +266,16 @@ class ToolContext:
                 raise SqlToolError(f"query failed: {one_line(exc, 300)}") from exc
             finally:
                 timer.cancel()
+
+    def run(self, sql: str, params: dict[str, Any] | None = None, *, max_rows: int) -> QueryOutput:
+        """Guard, then execute ``sql`` with bound ``params``; fetch at most ``max_rows`` rows."""
+        params = params or {}
+        with self._executing(sql, type_errors=True) as con:
+            start = time.perf_counter()
+            cur = con.execute(sql, params)
+            columns = [d[0] for d in cur.description or []]
+            rows = cur.fetchmany(max_rows)
+            cur.abort()  # rows past max_rows would block the connection's next con.sql()
             elapsed = (time.perf_counter() - start) * 1000
         return QueryOutput(columns, rows, sql, {k: jsonable(v) for k, v in params.items()}, elapsed)
 
@@ -272,25 +284,8 @@ class ToolContext:
 
         Refuses results longer than ``max_rows`` instead of cutting them.
         """
-        params = params or {}
-        with self._lock:
-            check_select(self.con, sql, allowed_tables=set(self.schema.tables))
-            timer = threading.Timer(self.limits.timeout_s, self.con.interrupt)
-            timer.start()
-            try:
-                table = self.con.sql(sql, params=params).to_arrow_table()
-            except duckdb.InterruptException as exc:
-                raise QueryTimeout(
-                    f"query exceeded the time limit of {self.limits.timeout_s:g} s and was stopped"
-                ) from exc
-            except duckdb.OutOfMemoryException as exc:
-                raise ResourceLimit(
-                    f"query exceeded the memory limit of {self.limits.memory_limit}"
-                ) from exc
-            except duckdb.Error as exc:
-                raise SqlToolError(f"query failed: {one_line(exc, 300)}") from exc
-            finally:
-                timer.cancel()
+        with self._executing(sql, type_errors=False) as con:
+            table = con.sql(sql, params=params or {}).to_arrow_table()
         if table.num_rows > max_rows:
             raise ResourceLimit(f"query returned {table.num_rows:,} rows, more than {max_rows:,}")
         return table
