@@ -21,8 +21,9 @@ from tasks.engine.cube import (
     MAX_RESULT_ROWS,
     EngineSql,
     _constant_denominator,
+    _floats,
     dimension_sizes,
-    in_order,
+    sorted_codes,
 )
 from tasks.engine.search import additive_leaves, ratio_leaves
 from tasks.engine.spec import Question
@@ -104,16 +105,14 @@ def screen(
     cov = covers(sizes, depth_max, budget)
     sql = EngineSql(ctx, q, dims)
     text = to_sql(sql.cover_cells(cov), ctx.dialect)
-    table = in_order(ctx.run_arrow(text, sql.params.values, max_rows=MAX_RESULT_ROWS), len(dims))
+    raw = ctx.run_arrow(text, sql.params.values, max_rows=MAX_RESULT_ROWS)
     k = len(dims)
-    g = table.column("__g").to_numpy().astype(np.int64)
-    codes = np.zeros((len(g), k), dtype=np.int64)
-    radix = np.ones(k, dtype=np.int64)
-    for j in range(k):
-        enc = pc.dictionary_encode(table.column(f"d{j}"), null_encoding="encode").combine_chunks()
-        codes[:, j] = np.nan_to_num(enc.indices.to_numpy(zero_copy_only=False)).astype(np.int64)
-        radix[j] = max(len(enc.dictionary), 1)
-    cells = _constant_denominator(table)
+    # the cells in :func:`in_order`'s order (sums over them then add up the same way on every
+    # run and database), the values as their ranks: the values themselves are not needed here
+    order, codes, radix = sorted_codes(raw, k)
+    codes = codes[order]
+    g = _floats(raw.column("__g")).astype(np.int64)[order]
+    cells = {name: arr[order] for name, arr in _constant_denominator(raw).items()}
     ratio = q.metric.kind == "ratio"
     scores: list[tuple[float, tuple[int, ...]]] = []
     seg_z: list[np.ndarray] = []
@@ -143,9 +142,7 @@ def screen(
                 key = np.zeros(len(rows), dtype=np.int64)
                 for j in cols:
                     key = key * radix[j] + codes[rows, j]
-                _, gid = np.unique(key, return_inverse=True)
-                R = np.bincount(gid, weights=resid)
-                V = np.bincount(gid, weights=var)
+                R, V = _sums_by_key(key, resid, var)
                 z = np.abs(R) / np.sqrt(np.maximum(V, 1e-300))
                 seg_z.append(z)
                 seg_cols.append(cols)
@@ -181,6 +178,16 @@ def screen(
         sql=text,
         elapsed_ms=(time.perf_counter() - start) * 1000,
     )
+
+
+def _sums_by_key(key: np.ndarray, *weights: np.ndarray) -> list[np.ndarray]:
+    """Each weight summed per distinct ``key``, in ascending key order (keys that occur only)."""
+    space = int(key.max()) + 1 if key.size else 0
+    if space <= max(4 * key.size, 1 << 16):
+        present = np.bincount(key, minlength=space) > 0
+        return [np.bincount(key, weights=w, minlength=space)[present] for w in weights]
+    _, gid = np.unique(key, return_inverse=True)
+    return [np.bincount(gid, weights=w) for w in weights]
 
 
 CHI2_Q25 = 0.10153104426762156  # lower quartile of a chi-square with one degree of freedom
