@@ -12,7 +12,6 @@ from itertools import combinations
 from typing import Any
 
 import numpy as np
-import pyarrow.compute as pc
 
 from sql_tools._context import ToolContext
 from sql_tools._sql import to_sql
