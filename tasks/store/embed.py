@@ -46,35 +46,39 @@ def _unit(vectors: np.ndarray) -> np.ndarray:
     return vectors / np.where(norms == 0, 1.0, norms)
 
 
+_WORDLLAMA: Any = None
+_WORDLLAMA_LOCK = threading.Lock()
+
+
+def _wordllama() -> Any:
+    """The bundled WordLlama model, loaded once per process: recalling and remembering an
+    investigation each open the store, and the weights never change."""
+    global _WORDLLAMA
+    with _WORDLLAMA_LOCK:
+        if _WORDLLAMA is None:
+            import wordllama
+            from wordllama import WordLlama
+
+            # The wheel ships weights/ and tokenizers/ in its own folder: use it as the cache and
+            # never download (the default cache path would try the network).
+            _WORDLLAMA = WordLlama.load(
+                config="l2_supercat",
+                dim=DIM,
+                cache_dir=Path(wordllama.__file__).parent,
+                disable_download=True,
+            )
+        return _WORDLLAMA
+
+
 class WordLlamaEmbedder:
     """WordLlama l2_supercat at 256 dimensions, from the weights bundled in the package."""
 
     model = WORDLLAMA_MODEL
 
-    def __init__(self) -> None:
-        self._wl: Any = None
-        self._lock = threading.Lock()
-
-    def _load(self) -> Any:
-        with self._lock:
-            if self._wl is None:
-                import wordllama
-                from wordllama import WordLlama
-
-                # The wheel ships weights/ and tokenizers/ in its own folder: use it as the cache
-                # and never download (the default cache path would try the network).
-                self._wl = WordLlama.load(
-                    config="l2_supercat",
-                    dim=DIM,
-                    cache_dir=Path(wordllama.__file__).parent,
-                    disable_download=True,
-                )
-            return self._wl
-
     def embed(self, texts: Sequence[str], kind: Kind = "document") -> np.ndarray:
         if not texts:
             return np.zeros((0, DIM), dtype=np.float32)
-        return _unit(self._load().embed(list(texts)))
+        return _unit(_wordllama().embed(list(texts)))
 
 
 class VoyageEmbedder:
