@@ -7,8 +7,11 @@ for arguments the caller can fix and 1 for anything else.
 
 from __future__ import annotations
 
+import atexit
 import json
+import os
 import sys
+import threading
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -201,7 +204,6 @@ def _investigate(
 ) -> None:
     """Run the ``investigate`` flow (through Prefect when asked or when a Prefect API is
     configured, else in-process) and print its answer."""
-    import os
 
     from sql_tools._errors import SqlToolError
 
@@ -284,8 +286,6 @@ def _investigate(
 def _password_apart(location: str) -> str:
     """A ``postgresql://`` URL without its password, which goes to ``PGPASSWORD`` (where libpq
     reads it) in this process instead; any other location unchanged."""
-    import os
-
     from sql_tools._postgres import is_postgres_url, parse_postgres_url, without_password
 
     if not is_postgres_url(location):
@@ -482,8 +482,30 @@ def demo(
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point.
+
+    When the command is done and no other thread is running, the process ends right away: the
+    exit handlers run and the output is flushed, then the interpreter's teardown, whose garbage
+    collection passes over every object still alive (most of a second after a large
+    investigation), is skipped. Everything a command writes is closed before it returns.
+    """
+    try:
+        app()
+        code: int | str | None = 0
+    except SystemExit as e:
+        code = e.code
+    if threading.active_count() > 1:
+        sys.exit(code)
+    if code is not None and not isinstance(code, int):
+        print(code, file=sys.stderr)
+        code = 1
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: nothing more can be written anyway
+            pass
+    os._exit(code or 0)
 
 
 if __name__ == "__main__":

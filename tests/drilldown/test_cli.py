@@ -220,3 +220,15 @@ def test_make_demo_commands_run_as_written(tmp_path):
         {"platform": "ios", "app_version": "5.2"}
     ]
     assert "platform = ios, app\\_version = 5.2" in (out / "report.md").read_text()
+
+
+def test_output_longer_than_a_pipe_arrives_whole(demo_db):
+    """The process ends as soon as a command is done: what it printed still reaches the reader
+    in full, and its exit status is the command's."""
+    args = json.dumps({"table": "events", "n": 1000, "seed": 7})
+    proc = drilldown("tool", "metric_sample", "--db", str(demo_db), "--args", args)
+    assert proc.returncode == 0 and len(proc.stdout) > 65536  # more than a pipe holds
+    out = json.loads(proc.stdout)  # the whole document, up to its last brace
+    assert len(out["rows"]) > 100 and out["rows"][-1]["date"]
+    proc = drilldown("tool", "metric_sample", "--db", str(demo_db), "--args", '{"table": "nope"}')
+    assert proc.returncode == 2 and json.loads(proc.stdout)["error"]["code"]
