@@ -202,8 +202,8 @@ def _investigate(
     prefect: bool | None = None,
     source: str | None = None,
 ) -> None:
-    """Run the ``investigate`` flow (through Prefect when asked or when a Prefect API is
-    configured, else in-process) and print its answer."""
+    """Run an investigation (the ``investigate`` flow through Prefect when asked or when a
+    Prefect API is configured, else in-process without Prefect) and print its answer."""
 
     from sql_tools._errors import SqlToolError
 
@@ -211,7 +211,7 @@ def _investigate(
         typer.echo("ANTHROPIC_API_KEY is not set: investigating offline", err=True)
     if prefect is None:
         prefect = bool(os.environ.get("PREFECT_API_URL"))
-    from flows import investigate as flow_mod
+    from flows.investigation import Request, investigation
 
     bar: Any = None
     if sys.stderr.isatty():  # a live bar for people; plain lines for logs and pipes
@@ -241,7 +241,7 @@ def _investigate(
     locations = [str(d) for d in data]
     if prefect:  # a flow run records its parameters: a URL's password travels apart
         locations = [_password_apart(d) for d in locations]
-    request = flow_mod.Request(
+    request = Request(
         data=locations, metric=metric, baseline=baseline, comparison=comparison,
         table=table, time_column=time_column, period_column=period_column, grain=grain,
         dimensions=[d.strip() for d in dimensions.split(",")] if dimensions else None,
@@ -251,9 +251,11 @@ def _investigate(
     )  # fmt: skip
     try:
         if prefect:  # a flow run: progress goes to its logger and its progress artifact
-            summary = flow_mod.investigate(**request.model_dump())
-        else:
-            summary = flow_mod.investigation(request, progress)
+            from flows.investigate import investigate
+
+            summary = investigate(**request.model_dump())
+        else:  # in-process, without Prefect
+            summary = investigation(request, progress)
     except SqlToolError as exc:
         fail(exc.message, 2 if exc.code != "internal" else 1)
     except OSError as exc:

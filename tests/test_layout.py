@@ -143,8 +143,12 @@ def test_the_cycle_check_finds_a_cycle() -> None:
 
 
 def test_the_contract_sees_imports_inside_functions() -> None:
-    """An import inside a function (the CLI reaches the flow only when a command needs it) is
-    an edge like any other: sql_tools once reached up into the engine that way."""
+    """An import inside a function (the CLI reaches the flows layer only when a command needs
+    it: the composition for an in-process investigation, the Prefect flow for a flow run) is an
+    edge like any other: sql_tools once reached up into the engine that way."""
     g = graph()
-    [detail] = g.get_import_details(importer="drilldown.cli", imported="flows.investigate")
-    assert detail["line_contents"].startswith("from flows import investigate")
+    [composition] = g.get_import_details(importer="drilldown.cli", imported="flows.investigation")
+    assert composition["line_contents"].startswith("from flows.investigation import")
+    [flow] = g.get_import_details(importer="drilldown.cli", imported="flows.investigate")
+    assert flow["line_contents"].startswith("from flows.investigate import investigate")
+    assert "prefect" not in g.find_modules_directly_imported_by("drilldown.cli")

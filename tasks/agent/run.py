@@ -4,7 +4,7 @@ With a client (Claude), hypotheses are proposed by the model and each is investi
 tool-use loop; without one, the offline planner derives and investigates them. Each hypothesis
 has its own ledger and gate. A hypothesis that fails for any reason ends inconclusive with the
 reason. Composing them (several at once, progress, retries) is the flow's job:
-:func:`flows.investigate.investigation`.
+:func:`flows.investigation.investigation`.
 """
 
 from __future__ import annotations

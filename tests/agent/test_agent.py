@@ -124,7 +124,7 @@ def investigated(
 ) -> dict[str, Any]:
     """The investigation composed as ``drilldown investigate`` runs it, with ``client`` as
     the run's Claude client: its result.json."""
-    from flows.investigate import Request, investigation
+    from flows.investigation import Request, investigation
 
     req = Request(data=[str(d) for d in data], out=str(out), remember=False, **question)
     investigation(req, client=client, config=config)

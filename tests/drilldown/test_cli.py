@@ -232,3 +232,37 @@ def test_output_longer_than_a_pipe_arrives_whole(demo_db):
     assert len(out["rows"]) > 100 and out["rows"][-1]["date"]
     proc = drilldown("tool", "metric_sample", "--db", str(demo_db), "--args", '{"table": "nope"}')
     assert proc.returncode == 2 and json.loads(proc.stdout)["error"]["code"]
+
+
+def test_an_in_process_investigation_never_imports_prefect(tmp_path):
+    """``drilldown investigate`` without ``--prefect`` and without ``PREFECT_API_URL`` runs every
+    step in-process, through to the memory store, and never loads Prefect (its import alone
+    costs most of a second)."""
+    import os
+    import sys
+
+    out = tmp_path / "out"
+    args = [
+        "investigate", str(DEMO / "events.csv"), str(DEMO / "users.csv"), "--table", "events",
+        "--metric", "sum(revenue)", "--time-column", "date", "--baseline", "2024-03-18:2024-03-24",
+        "--comparison", "2024-03-25:2024-03-31", "--offline", "--out", str(out),
+    ]  # fmt: skip
+    script = (
+        "import json, sys\n"
+        "from drilldown.cli import app\n"
+        f"app({args!r}, standalone_mode=False)\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'prefect')))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "ANTHROPIC_API_KEY")}
+    env["DRILLDOWN_STORE_PATH"] = str(tmp_path / "memory.duckdb")
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True, text=True, cwd=ROOT, env=env, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout.splitlines()[-1]) == [], "Prefect was imported"
+    assert "remembered as inv-" in proc.stderr
+    result = json.loads((out / "result.json").read_text())
+    assert [c["segment"] for c in result["root_causes"]] == [
+        {"platform": "ios", "app_version": "5.2"}
+    ]

@@ -102,7 +102,7 @@ def test_crashed_run_resumes_from_the_cache(prefect_harness, tmp_path, monkeypat
 def test_a_hypothesis_that_cannot_be_investigated_does_not_stop_the_others(monkeypatch, tmp_path):
     """Plain mode (what the CLI runs): a hypothesis whose model stays unreachable is recorded
     inconclusive with the reason; the others' results are kept."""
-    import flows.investigate as flow_mod
+    import flows.investigation as composition
     import tasks.agent.steps as agent_steps
     from tasks.run import Run
 
@@ -122,7 +122,7 @@ def test_a_hypothesis_that_cannot_be_investigated_does_not_stop_the_others(monke
     with Run(
         tmp_path / "db.duckdb", {}, "hash", progress=lambda n, t, r: seen.append((n, t))
     ) as run:
-        runs = flow_mod._map_hypotheses(run, items, True, None)
+        runs = composition._map_hypotheses(run, items, True, None)
     assert [r["outcome"]["hypothesis"]["id"] for r in runs] == ["h1", "h2", "h3"]
     assert (
         "HypothesisUnavailable: h2: error: Anthropic API overloaded (529)"
@@ -143,6 +143,28 @@ def test_the_load_task_loads_strictly(tmp_path):
     csv.write_text("day,amount\n2024-01-01,3\n2024-01-02,4\n", encoding="utf-8")
     report = load.fn([str(csv)], str(tmp_path / "db.duckdb"))
     assert [(t.table, t.status, t.rows) for t in report.tables] == [("s", "loaded", 2)]
+
+
+def test_each_task_is_its_steps_plain_function():
+    """A flow run calls a step's task, an in-process run its plain function: the task of the
+    same name wraps that very function, so both run one body."""
+    import inspect
+
+    from flows import step_functions, steps
+    from flows.investigation import _task
+
+    plain = [
+        f for name, f in inspect.getmembers(step_functions, inspect.isfunction)
+        if f.__module__ == step_functions.__name__ and not name.startswith("_")
+    ]  # fmt: skip
+    assert {f.__name__ for f in plain} == {
+        "load", "decompose", "recall_history", "hypothesize", "investigate_hypothesis",
+        "verify_findings", "write_report", "remember",
+    }  # fmt: skip
+    for f in plain:
+        task = _task(f)
+        assert task is getattr(steps, f.__name__) and task.fn is f
+        assert task.name == f.__name__.replace("_", "-")
 
 
 def test_the_flow_and_the_in_process_request_take_the_same_parameters():

@@ -2,7 +2,7 @@
 
 Each planted scenario (data/scenarios) is loaded by the real loader into DuckDB, its rows copied
 with their types into Postgres, and investigated both ways by the real composition
-(:func:`flows.investigate.investigation`, offline planner): the same root causes with the same
+(:func:`flows.investigation.investigation`, offline planner): the same root causes with the same
 numbers, and the evidence SQL that result.json holds re-runs on Postgres to its numbers. Then the
 edges: a cached answer never outlives a change of rows, the password shows up nowhere, and the
 command line refuses a role that may write with one line and nothing written.
@@ -20,7 +20,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from flows.investigate import Request, investigation
+from flows.investigation import Request, investigation
 from sql_tools._postgres import parse_postgres_url
 from tasks.ingest.load import load_files
 from tasks.run import Run
