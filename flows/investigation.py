@@ -28,7 +28,6 @@ from flows import step_functions as steps
 from sql_tools._errors import ToolInputError
 from sql_tools._postgres import is_postgres_url
 from sql_tools.output import printable
-from tasks.agent.steps import unavailable
 from tasks.ingest import storage
 from tasks.run import Progress, Run
 
@@ -217,6 +216,8 @@ def _collect(
         try:
             done[i] = fut.result()
         except Exception as exc:  # one failed hypothesis never loses the others
+            from tasks.agent.steps import unavailable
+
             done[i] = unavailable(items[i], f"{type(exc).__name__}: {exc}")
         tracker.done(done[i])
     return [done[i] for i in range(len(items))]

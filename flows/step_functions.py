@@ -5,20 +5,18 @@
 Each step is a thin function over its concern's folder (loading in ``tasks/ingest``, the engine's
 answer on the run, the agent's steps in ``tasks/agent``, the report in ``tasks/report``, memory in
 ``tasks/store``). Importing this module never imports Prefect: a step reaches Prefect's run logger
-only inside a task run, when Prefect is already loaded.
+only inside a task run, when Prefect is already loaded. Each step imports its concern when it
+first runs, so loading the files does not wait for the engine, the agent and the report to import.
 """
 
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tasks.agent import steps as agent_steps
-from tasks.agent.verify import verify_findings as _verify_findings
-from tasks.ingest.load import LoadReport, load_files
-from tasks.report.write import write_report as _write_report
-from tasks.run import Run
-from tasks.store import memory
+if TYPE_CHECKING:
+    from tasks.ingest.load import LoadReport
+    from tasks.run import Run
 
 
 class HypothesisUnavailable(ConnectionError):
@@ -27,6 +25,8 @@ class HypothesisUnavailable(ConnectionError):
 
 def load(paths: list[str], db: str) -> LoadReport:
     """Load the files into ``db`` strictly (all rows or a one-line error naming the line)."""
+    from tasks.ingest.load import load_files
+
     return load_files(paths, db)
 
 
@@ -37,6 +37,8 @@ def decompose(run: Run) -> dict[str, Any]:
 
 def recall_history(run: Run, explanation: dict[str, Any]) -> dict[str, Any]:
     """Similar past investigations and past dismissed findings of this data."""
+    from tasks.store import memory
+
     return memory.recall_history(run, explanation)
 
 
@@ -44,6 +46,8 @@ def hypothesize(
     run: Run, offline: bool, model: str | None, history: dict[str, Any] | None
 ) -> dict[str, Any]:
     """The hypotheses to investigate: Claude's, or the offline planner's."""
+    from tasks.agent import steps as agent_steps
+
     return agent_steps.hypothesize(run, offline, model, history)
 
 
@@ -52,6 +56,8 @@ def investigate_hypothesis(
 ) -> dict[str, Any]:
     """One hypothesis investigated; an unreachable model raises :class:`HypothesisUnavailable`
     (the task retries it; a finished hypothesis is cached)."""
+    from tasks.agent import steps as agent_steps
+
     done = agent_steps.investigate_hypothesis(run, item, offline, model)
     _log(done)
     if agent_steps.unreachable(done):  # not a result to keep: retry, then the flow records it
@@ -61,20 +67,26 @@ def investigate_hypothesis(
 
 def verify_findings(run: Run, findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Every accepted finding's recorded query run once more against the data."""
-    return _verify_findings(run, findings)
+    from tasks.agent.verify import verify_findings as verify
+
+    return verify(run, findings)
 
 
 def write_report(
     run: Run, out: str, result: dict[str, Any], entries: list[dict[str, Any]]
 ) -> dict[str, Any]:
     """result.json, report.md, report.html with its charts, and the evidence ledger."""
-    return _write_report(run, out, result, entries)
+    from tasks.report.write import write_report as write
+
+    return write(run, out, result, entries)
 
 
 def remember(
     run: Run, result: dict[str, Any], entries: list[dict[str, Any]], report_md: str
 ) -> dict[str, Any]:
     """Save the investigation whole in the memory store."""
+    from tasks.store import memory
+
     return memory.remember(run, result, entries, report_md)
 
 

@@ -20,13 +20,15 @@ import json
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sql_tools._context import ToolContext
 from sql_tools._postgres import PostgresContext, is_postgres_url, parse_postgres_url
-from tasks.engine.explain import Analysis, analyze
 from tasks.engine.spec import Question
 from tasks.ingest.postgres import open_context
+
+if TYPE_CHECKING:
+    from tasks.engine.explain import Analysis
 
 Progress = Callable[[int, int, dict[str, Any]], None]
 """Called as each hypothesis completes: (completed, total, the hypothesis's run as JSON)."""
@@ -160,6 +162,8 @@ class Run:
         q = self.question
         with self._lock:
             if self._analysis is None:
+                from tasks.engine.explain import analyze  # imported once there is a question
+
                 self._analysis = analyze(self._ctx, q)  # type: ignore[arg-type]
             return self._analysis
 
