@@ -35,17 +35,16 @@ two days is one user), so they are not measured again: an even shift there keeps
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from sql_tools._context import ToolContext
 from sql_tools._sql import Filter
 from tasks.engine.cube import daily_series
+from tasks.engine.distributions import norm_isf, ttest_rel, ttest_welch
 from tasks.engine.result import DataQualityIssue, DataQualityNote, Evidence, Segment
 from tasks.engine.spec import Question
 
@@ -273,14 +272,12 @@ def _daily_test(q: Question, s: _Series, kept: dict[str, np.ndarray], paired: bo
         n, d = s.n[w][k], s.d[w][k]
         x[w] = n / np.where(d > 0, d, np.nan) if q.metric.kind == "ratio" else n
     b, c = x["baseline"], x["comparison"]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        if paired and len(b) >= 3:
-            res = stats.ttest_rel(c, b, nan_policy="omit")
-        elif len(b) >= 2 and len(c) >= 2:
-            res = stats.ttest_ind(c, b, equal_var=False, nan_policy="omit")
-        else:
-            return None
+    if paired and len(b) >= 3:
+        res = ttest_rel(c, b, omit_nan=True)
+    elif len(b) >= 2 and len(c) >= 2:
+        res = ttest_welch(c, b, omit_nan=True)
+    else:
+        return None
     p = float(res.pvalue)
     return p if math.isfinite(p) else None
 
@@ -350,7 +347,7 @@ def _judge_cause(
     if not (aside["baseline"] or aside["comparison"]) or not math.isfinite(beyond) or not beyond:
         return
     share_left = beyond_clean / beyond if math.isfinite(beyond_clean) else math.nan
-    z = float(stats.norm.isf(max((cause.p_value or 0.0) / n_tested, 1e-300) / 2))
+    z = float(norm_isf(max((cause.p_value or 0.0) / n_tested, 1e-300) / 2))
     z_left = z * abs(share_left) if math.isfinite(share_left) else math.inf
     explained = _explains(beyond, beyond_clean) and z_left < z_crit
     if explained:

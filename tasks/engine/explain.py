@@ -5,13 +5,11 @@ from __future__ import annotations
 import json
 import math
 import time
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from sql_tools._context import ToolContext
 from sql_tools._errors import ToolInputError
@@ -19,6 +17,7 @@ from tasks.engine import cube as cube_mod
 from tasks.engine import screen as screen_mod
 from tasks.engine.clean_days import assign_data_quality
 from tasks.engine.cube import Cube, build_cube, daily_series
+from tasks.engine.distributions import norm_sf, ttest_rel, ttest_welch
 from tasks.engine.result import (
     Change,
     DataQualityIssue,
@@ -390,16 +389,14 @@ def _significance(
     if series is not None:
         xb, xc = _daily_values(q, series["baseline"]), _daily_values(q, series["comparison"])
         if len(xb) >= 3 and len(xc) >= 3:
-            # identical daily differences make scipy warn of precision loss; the result is
-            # then non-finite and handled below
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)
-                if len(xb) == len(xc):
-                    res = stats.ttest_rel(xc, xb)
-                    method = f"paired t-test on {len(xb)} day pairs (same position in each period)"
-                else:
-                    res = stats.ttest_ind(xc, xb, equal_var=False)
-                    method = f"Welch t-test on daily values ({len(xb)} vs {len(xc)} days)"
+            # identical daily differences leave no spread: the p-value is then 0 (a move) or
+            # NaN (no move, or a NaN day), handled below
+            if len(xb) == len(xc):
+                res = ttest_rel(xc, xb)
+                method = f"paired t-test on {len(xb)} day pairs (same position in each period)"
+            else:
+                res = ttest_welch(xc, xb)
+                method = f"Welch t-test on daily values ({len(xb)} vs {len(xc)} days)"
             p = float(res.pvalue) if np.isfinite(res.pvalue) else (1.0 if absolute == 0 else 0.0)
             return Change(
                 absolute=absolute,
@@ -411,7 +408,7 @@ def _significance(
     resid = float(leaves.v.sum() - leaves.f.sum())
     var = float((leaves.phi * leaves.P).sum())
     z = resid / math.sqrt(var) if var > 0 else (0.0 if resid == 0 else math.inf)
-    p = float(2 * stats.norm.sf(abs(z)))
+    p = float(2 * norm_sf(abs(z)))
     return Change(
         absolute=absolute,
         relative=relative,

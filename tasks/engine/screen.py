@@ -24,6 +24,7 @@ from tasks.engine.cube import (
     dimension_sizes,
     sorted_codes,
 )
+from tasks.engine.distributions import norm_isf
 from tasks.engine.search import additive_leaves, ratio_leaves
 from tasks.engine.spec import Question
 
@@ -95,8 +96,6 @@ def screen(
     """
     import time
 
-    from scipy import stats as st
-
     start = time.perf_counter()
     budget = budget or cube.LEAF_BUDGET
     sizes = dimension_sizes(ctx, q, dims)
@@ -147,7 +146,7 @@ def screen(
                 seg_cols.append(cols)
                 scores.append((float(z.max()) if z.size else 0.0, cols))
     n_tested = max(sum(len(z) for z in seg_z), 1)
-    z_crit = float(st.norm.isf(alpha / (2 * n_tested)))
+    z_crit = float(norm_isf(alpha / (2 * n_tested)))
     keep: set[int] = set()
 
     def fits(cols: set[int]) -> bool:

@@ -38,9 +38,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats
 
 from tasks.engine.cube import Cube
+from tasks.engine.distributions import chi2_isf, norm_isf, norm_sf
 
 CHI2_MEDIAN = 0.454936423119572
 MAX_CAUSES = 12
@@ -124,7 +124,7 @@ def _dispersion(r: np.ndarray, P: np.ndarray, size: np.ndarray | None = None) ->
     if ok.sum() < 3:
         return out
     ratio = np.where(ok, r**2 / np.where(ok, P, 1.0), np.nan)
-    cut = float(stats.chi2.isf(0.05 / int(ok.sum()), 1))
+    cut = float(chi2_isf(0.05 / int(ok.sum()), 1))
     bins, n_bins = _size_bins(size, ok)
     overall = max(_pearson(ratio[ok], cut), 1e-12)
     for k in range(n_bins):
@@ -165,13 +165,13 @@ def _tail(r: np.ndarray, P: np.ndarray, phi: np.ndarray) -> float:
     if n < 5000:
         return 1.0
     z = np.abs(r[ok]) / np.sqrt(phi[ok] * P[ok])
-    z = z[z**2 <= float(stats.chi2.isf(0.05 / n, 1))]
+    z = z[z**2 <= float(chi2_isf(0.05 / n, 1))]
     if z.size < 5000:
         return 1.0
     return max(1.0, float(np.quantile(z, 0.999)) / NORMAL_Q999)
 
 
-NORMAL_Q999 = float(stats.norm.isf(0.0005))
+NORMAL_Q999 = float(norm_isf(0.0005))
 
 
 MIN_DAYS = 3
@@ -383,7 +383,7 @@ def search(
     groups = Groups(cube)
     n_seg = len(cube.seg_mask)
     n_tested = max(int(eligible.sum()), 1)
-    z_crit = float(stats.norm.isf(alpha / (2 * n_tested)))
+    z_crit = float(norm_isf(alpha / (2 * n_tested)))
     f = leaves.f.copy()
     v = leaves.v
     s = np.sqrt(leaves.phi * leaves.P)
@@ -405,7 +405,7 @@ def search(
         z = R / np.sqrt(np.maximum(PS, 1e-300))
         if z0 is None:
             z0, resid0 = z.copy(), R.copy()
-            p0 = 2 * stats.norm.sf(np.abs(z0))
+            p0 = 2 * norm_sf(np.abs(z0))
         if z0 is not None and R_total is None:
             R_total = abs(float(R[0]))
         threshold = seg_crit
@@ -456,7 +456,7 @@ def search(
             Pick(
                 seg=best,
                 z=float(z[best]),
-                p_value=float(2 * stats.norm.sf(abs(z[best]))),
+                p_value=float(2 * norm_sf(abs(z[best]))),
                 gain=picked_gain,
                 factor=float(factor),
                 expected=float(FS[best] - (f[members].sum() - before.sum())),
@@ -506,7 +506,7 @@ def _climb(
             log_rest = np.log(np.where((F > 0) & (V > 0), V / F, np.nan))
             share = np.where(log_best != 0, log_rest / log_best, np.nan)
         # a planned, one-sided test (the direction is the pick's), not a search over segments
-        ok = z * np.sign(np.nan_to_num(log_best)) >= stats.norm.isf(alpha)
+        ok = z * np.sign(np.nan_to_num(log_best)) >= norm_isf(alpha)
         ok &= np.nan_to_num(share) >= CLIMB_SHARE
         if not ok.any():
             return best

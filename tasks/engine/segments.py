@@ -9,9 +9,9 @@ import math
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from tasks.engine.cube import Cube
+from tasks.engine.distributions import norm_isf, norm_sf
 from tasks.engine.result import Segment
 from tasks.engine.search import Search, additive_leaves, ancestors, descendants
 from tasks.engine.spec import Question
@@ -134,7 +134,7 @@ def _with_mix(
     s = cube.seg
     rest_b, rest_c = cube.total["db"], cube.total["dc"]
     n_tested = max(int(eligible.sum()), 1)
-    z_crit = float(stats.norm.isf(ALPHA / (2 * n_tested)))
+    z_crit = float(norm_isf(ALPHA / (2 * n_tested)))
     mix, rate = contrib["mix"], contrib["rate"]
     sized = eligible & (np.abs(mix) >= 0.1 * abs(delta)) & (np.abs(mix) > np.abs(rate))
     sized &= cube.seg_mask.sum(axis=1) > 0
@@ -160,7 +160,7 @@ def _with_mix(
             if inner.size == 0:
                 break
             i = int(inner[np.argmax(np.abs(mix[inner]))])
-        p_adj = min(1.0, float(2 * stats.norm.sf(abs(z[i]))) * n_tested)
+        p_adj = min(1.0, float(2 * norm_sf(abs(z[i]))) * n_tested)
         causes.append(_segment(cube, contrib, i, p_adj))
         blocked |= _related(cube, i)
         rest_b, rest_c = rest_b - s["db"][i], rest_c - s["dc"][i]

@@ -7,11 +7,11 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from scipy.stats import poisson
 from sqlglot import exp
 
 from sql_tools._context import QueryOutput
 from sql_tools._sql import ident
+from tasks.engine.distributions import poisson_sf
 from tasks.engine.quality._scope import (
     MAX_LISTED_DAYS,
     WHICH,
@@ -188,7 +188,7 @@ def _find_extra_copies(units: list[_Unit]) -> None:
         chance = pairs * u.rows**2
         if u.extra - chance < DUPLICATE_MIN_RATE * u.rows:
             continue
-        if float(poisson.sf(u.extra - 1, chance)) < bound:
+        if float(poisson_sf(u.extra - 1, chance)) < bound:
             u.copies = u.extra  # rows are otherwise unique: its repeats are the copies
 
 

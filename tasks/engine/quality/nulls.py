@@ -6,10 +6,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from scipy.stats import norm
 from sqlglot import exp
 
 from sql_tools._context import Column, QueryOutput
+from tasks.engine.distributions import norm_sf
 from tasks.engine.quality._scope import WHICH, _count_if, _evidence, _pct, _Query, _Scope, _unique
 from tasks.engine.result import DataQualityIssue
 
@@ -69,7 +69,7 @@ def two_proportion_p(x1: int, n1: int, x2: int, n2: int) -> float:
     if se == 0:
         return 1.0
     z = (x2 / n2 - x1 / n1) / se
-    return float(2 * norm.sf(abs(z)))
+    return float(2 * norm_sf(abs(z)))
 
 
 def _null_issue(
