@@ -601,7 +601,7 @@ def sorted_codes(table: pa.Table, k: int) -> tuple[np.ndarray, np.ndarray, np.nd
         rank[_numpy(pc.sort_indices(enc.dictionary))] = np.arange(distinct)
         codes[:, j] = rank[_numpy(enc.indices).astype(np.int64)]
         sizes[j] = max(distinct, 1)
-    g = _floats(table.column("__g")).astype(np.int64)
+    g = _numpy(table.column("__g")).astype(np.int64)
     order = np.lexsort([codes[:, j] for j in reversed(range(k))] + [g]) if n else np.arange(0)
     return order, codes, sizes
 

@@ -20,7 +20,7 @@ from tasks.engine.cube import (
     MAX_RESULT_ROWS,
     EngineSql,
     _constant_denominator,
-    _floats,
+    _numpy,
     dimension_sizes,
     sorted_codes,
 )
@@ -109,7 +109,7 @@ def screen(
     # run and database), the values as their ranks: the values themselves are not needed here
     order, codes, radix = sorted_codes(raw, k)
     codes = codes[order]
-    g = _floats(raw.column("__g")).astype(np.int64)[order]
+    g = _numpy(raw.column("__g")).astype(np.int64)[order]
     cells = {name: arr[order] for name, arr in _constant_denominator(raw).items()}
     ratio = q.metric.kind == "ratio"
     scores: list[tuple[float, tuple[int, ...]]] = []
