@@ -578,6 +578,7 @@ def in_order(table: pa.Table, k: int) -> pa.Table:
     on every run.
     """
     order = sorted_codes(table, k)[0].astype(np.int64)
+    # the indices wrap the array's buffer: ``pa.array(order)`` would import pandas (see _numpy)
     return table.take(pa.Array.from_buffers(pa.int64(), len(order), [None, pa.py_buffer(order)]))
 
 
