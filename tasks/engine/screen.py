@@ -32,6 +32,12 @@ from tasks.engine.spec import Question
 # its pairs too, and pairs need half the grouping sets of triples.
 SCREEN_DEPTH = 2
 
+ROWS_PER_CELL = 50
+"""Covers hold at most one cell per this many rows of the table: the dispersion is read off the
+cells' lower quartile of ``r^2 / P``, which follows a chi-square only when each cell sums enough
+rows. Cells of a row or two (a cover of 150k cells on a million rows) put that quartile at the
+value a single row gives, and make every segment look significant or none."""
+
 
 def covers(sizes: list[int], depth: int, budget: int) -> list[tuple[int, ...]]:
     """Sets of columns, each with at most ``budget`` value combinations where possible, such that
@@ -92,7 +98,9 @@ def screen(
     is summed from its cover's cells and scored against the move of the
     whole (quasi-Poisson, dispersion measured on the cells). Columns are taken in the order of the
     segments' scores while the cross product of their values stays within ``budget``; a significant
-    segment over a column left out is reported, never silently lost.
+    segment over a column left out is reported, never silently lost. Covers have at most one
+    cell per :data:`ROWS_PER_CELL` rows of the table, so that the dispersion is measured on cells
+    of many rows.
     """
     import time
 
@@ -100,7 +108,9 @@ def screen(
     budget = budget or cube.LEAF_BUDGET
     sizes = dimension_sizes(ctx, q, dims)
     depth_max = min(q.max_depth, SCREEN_DEPTH, len(dims))
-    cov = covers(sizes, depth_max, budget)
+    prof = ctx.schema.profile(q.metric.table)
+    cells = budget if prof is None else min(budget, max(prof.row_count // ROWS_PER_CELL, 1))
+    cov = covers(sizes, depth_max, cells)
     sql = EngineSql(ctx, q, dims)
     text = to_sql(sql.cover_cells(cov), ctx.dialect)
     raw = ctx.run_arrow(text, sql.params.values, max_rows=MAX_RESULT_ROWS)
@@ -126,11 +136,13 @@ def screen(
         total = {name: float(arr.sum()) for name, arr in leaf.items()}
         model = ratio_leaves(leaf, total) if ratio else additive_leaves(leaf)
         resid = model.v - (1.0 + model.g) * model.f
-        fitted.append((cover, rows, resid, model.P))
+        # a cell whose numerator is 0 on every row fits exactly: it measures no spread
+        measured = (leaf["qnb"] + leaf["qnc"]) > 0
+        fitted.append((cover, rows, resid, model.P, measured))
     # one dispersion for all covers: most covers leave out the columns of a cause, so their cells
     # differ by noise; a cover holding the cause has many moved cells and alone would overstate it
-    phi = float(np.median([_quartile_dispersion(r, P) for _, _, r, P in fitted]))
-    for cover, rows, resid, P in fitted:
+    phi = float(np.median([_quartile_dispersion(r, P, m) for _, _, r, P, m in fitted]))
+    for cover, rows, resid, P, _ in fitted:
         var = phi * P
         for depth in range(1, depth_max + 1):
             for cols in combinations(cover, depth):
@@ -191,13 +203,16 @@ def _sums_by_key(key: np.ndarray, *weights: np.ndarray) -> list[np.ndarray]:
 CHI2_Q25 = 0.10153104426762156  # lower quartile of a chi-square with one degree of freedom
 
 
-def _quartile_dispersion(r: np.ndarray, P: np.ndarray) -> float:
-    """A cover's dispersion, from the lower quartile of ``r^2 / P`` over its cells.
+def _quartile_dispersion(r: np.ndarray, P: np.ndarray, measured: np.ndarray) -> float:
+    """A cover's dispersion, from the lower quartile of ``r^2 / P`` over its ``measured`` cells.
 
     Cells are coarse: a real move can shift a third of them or more, which would inflate a
-    median-based estimate; the lower quartile stays put until most cells moved.
+    median-based estimate; the lower quartile stays put until most cells moved. Cells without a
+    measured spread (a numerator of 0 on all their rows: ``r`` is 0 by construction) are left
+    out; where they are common (few rows per cell, a mostly-zero metric) they would drag the
+    quartile to 0 and make every segment look significant.
     """
-    ok = P > 0
+    ok = (P > 0) & measured
     if ok.sum() < 4:
         return 1.0
     return max(float(np.quantile(r[ok] ** 2 / P[ok], 0.25)) / CHI2_Q25, 1e-12)
