@@ -206,6 +206,7 @@ class ToolContext:
                 code="database_error",
             ) from exc
         self._lock = threading.Lock()
+        self._stopped = False
         self.schema = self._read_schema()
 
     def __enter__(self) -> ToolContext:
@@ -220,7 +221,25 @@ class ToolContext:
         if con is not None:
             con.close()
             self.con = None  # type: ignore[assignment]
-        shutil.rmtree(self._tmpdir, ignore_errors=True)
+        if self._tmpdir is not None:
+            shutil.rmtree(self._tmpdir, ignore_errors=True)
+
+    def sibling(self) -> ToolContext:
+        """A second connection to the same open database, with the same schema, sandbox and
+        limits, for queries that run beside this context's (each connection has its own lock and
+        time limit; the memory limit is shared). Close it before this context."""
+        twin = object.__new__(type(self))
+        twin.db_path, twin.limits, twin._tmpdir = self.db_path, self.limits, None
+        twin.con = self.con.cursor()
+        twin._lock = threading.Lock()
+        twin._stopped = False
+        twin.schema = self.schema
+        return twin
+
+    def stop(self) -> None:
+        """Stop the query running on this connection, and refuse any further one."""
+        self._stopped = True
+        self.con.interrupt()
 
     def _read_schema(self) -> Schema:
         catalog = read_catalog(self.con)
@@ -242,6 +261,8 @@ class ToolContext:
         DuckDB's errors as ours (a value that does not convert to a column's type is the
         caller's ``type_mismatch`` when ``type_errors``, else a failed query)."""
         with self._lock:  # the guard parses on the connection too: one caller at a time
+            if self._stopped:
+                raise SqlToolError("query not run: the connection was stopped")
             check_select(self.con, sql, allowed_tables=set(self.schema.tables))
             timer = threading.Timer(self.limits.timeout_s, self.con.interrupt)
             timer.start()

@@ -303,6 +303,11 @@ class PostgresContext:
         if con is not None:
             con.close()
 
+    def sibling(self) -> None:
+        """None: a second connection would read its own snapshot of tables others may write, so
+        every query of one question runs on this one."""
+        return None
+
     # --- connecting and checking ---------------------------------------------------------------
 
     def _connect(self) -> psycopg.Connection[Any]:

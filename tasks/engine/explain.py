@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
@@ -53,6 +55,8 @@ from tasks.engine.segments import (
 from tasks.engine.segments import MAX_DRIVERS as MAX_DRIVERS  # also importable from here
 from tasks.engine.segments import SAME_ROWS as SAME_ROWS  # also importable from here
 from tasks.engine.spec import DateRange, Question
+
+T = TypeVar("T")
 
 ADDITIVE_SEARCH: dict[str, Any] = {"gain_units": "noise", "min_effect": 0.0}
 RATIO_SEARCH: dict[str, Any] = {"gain_units": "absolute", "min_effect": 0.2}
@@ -190,8 +194,24 @@ def _dimensions(ctx: ToolContext, q: Question) -> tuple[list[str], list[str]]:
 def _explain(ctx: ToolContext, q: Question) -> Analysis:
     t0 = time.perf_counter()
     dims, notes = _dimensions(ctx, q)
+    # the data-quality queries do not depend on the search: they run on a second connection
+    # while the search's queries and arithmetic run on this one
+    checks = _Beside(ctx, lambda c: _quality(c, q, dims))
+    try:
+        return _explained(ctx, q, dims, notes, checks, t0)
+    finally:
+        checks.close()
+
+
+def _explained(
+    ctx: ToolContext,
+    q: Question,
+    dims: list[str],
+    notes: list[str],
+    checks: _Beside[list[DataQualityIssue]],
+    t0: float,
+) -> Analysis:
     kind = q.metric.kind
-    quality = _quality(ctx, q, dims)
     screening = None
     search_dims = dims
     if cube_mod.estimated_leaves(ctx, q, dims) > cube_mod.LEAF_BUDGET:
@@ -240,6 +260,7 @@ def _explain(ctx: ToolContext, q: Question) -> Analysis:
     if not change.significant:
         notes.append("the change is within the noise; no root causes are named")
         causes = []
+    quality = checks.result()
     assign_data_quality(ctx, q, causes, global_shift, quality, found.z_crit, found.n_tested)
     direction = math.copysign(1.0, delta) if delta else 1.0
     causes.sort(key=lambda s: (-(s.contribution * direction > 0), -abs(s.contribution)))
@@ -350,6 +371,53 @@ def _jsonable(v: Any) -> Any:
 
 def _days(p: DateRange | str) -> int | None:
     return p.days if isinstance(p, DateRange) else None
+
+
+class _Beside(Generic[T]):
+    """``work(ctx)`` on a sibling connection (:meth:`ToolContext.sibling`) in a thread of its own,
+    its answer or its error at :meth:`result`; where the context has no sibling (Postgres),
+    ``work`` runs at once on ``ctx``. :meth:`close` stops the work if it is still running (the
+    caller failed first) and waits for the thread."""
+
+    def __init__(self, ctx: ToolContext, work: Callable[[ToolContext], T]) -> None:
+        self._twin = ctx.sibling()
+        self._thread: threading.Thread | None = None
+        self._answer: tuple[bool, Any] | None = None
+        if self._twin is None:
+            self._answer = self._attempt(work, ctx)
+            return
+        twin = self._twin
+
+        def run() -> None:
+            self._answer = self._attempt(work, twin)
+
+        self._thread = threading.Thread(target=run, name="drilldown-quality", daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def _attempt(work: Callable[[ToolContext], T], ctx: ToolContext) -> tuple[bool, Any]:
+        try:
+            return True, work(ctx)
+        except BaseException as exc:  # handed to the caller by result()
+            return False, exc
+
+    def result(self) -> T:
+        if self._thread is not None:
+            self._thread.join()
+        assert self._answer is not None
+        ok, value = self._answer
+        if not ok:
+            raise value
+        return value
+
+    def close(self) -> None:
+        while self._thread is not None and self._thread.is_alive():
+            assert self._twin is not None
+            self._twin.stop()  # again until it ends: a stop between two queries finds none
+            self._thread.join(0.05)
+        if self._twin is not None:
+            self._twin.close()
+            self._twin = None
 
 
 def _quality(ctx: ToolContext, q: Question, dims: list[str]) -> list[DataQualityIssue]:

@@ -697,3 +697,86 @@ def test_the_gate_takes_web_for_what_the_data_shows(moved, table, accepted):
         assert "data_quality" in verdicts["rate"][1]
     else:
         assert verdicts["data_quality"][1].startswith("no move of this segment is explained")
+
+
+# --- the checks run beside the search ------------------------------------------------------------
+
+
+def _missing_day_question(ctx: ToolContext) -> Question:
+    import json
+
+    exp = json.loads((SCENARIOS / "missing_day" / "expected.json").read_text())
+    return build_question(
+        ctx.schema,
+        metric=exp["metric"],
+        time_column=exp["time_column"],
+        baseline=exp["baseline"],
+        comparison=exp["comparison"],
+    )
+
+
+@pytest.fixture(scope="module")
+def missing_day_db(tmp_path_factory) -> Path:
+    db = tmp_path_factory.mktemp("missing_day") / "data.duckdb"
+    load_files([SCENARIOS / "missing_day"], db)
+    return db
+
+
+def _quality_threads() -> list[Any]:
+    import threading
+
+    return [t for t in threading.enumerate() if t.name == "drilldown-quality" and t.is_alive()]
+
+
+def test_checks_on_a_second_connection_give_the_issues_of_a_run_on_their_own(missing_day_db):
+    with ToolContext(missing_day_db) as ctx:
+        q = _missing_day_question(ctx)
+        alone = check_quality(ctx, q, list(analyze(ctx, q).explanation.dimensions))
+        expl = analyze(ctx, q).explanation
+    assert [i.kind for i in expl.data_quality] == [i.kind for i in alone]
+    assert "missing_days" in [i.kind for i in expl.data_quality]
+    assert [i.model_dump() for i in expl.data_quality] == [i.model_dump() for i in alone]
+    assert not _quality_threads()
+
+
+def test_a_failing_check_fails_the_explanation_with_its_own_error(missing_day_db, monkeypatch):
+    def broken(ctx, question, dimensions):
+        raise ToolInputError("the checks could not run", code="invalid_arguments")
+
+    monkeypatch.setattr(quality, "check_quality", broken)
+    with ToolContext(missing_day_db) as ctx:
+        with pytest.raises(ToolInputError, match="the checks could not run"):
+            analyze(ctx, _missing_day_question(ctx))
+    assert not _quality_threads()
+
+
+def test_a_failing_search_stops_the_checks_and_leaves_the_connection_usable(
+    missing_day_db, monkeypatch
+):
+    import threading
+
+    from tasks.engine import cube as cube_mod
+
+    started, ended = threading.Event(), []
+
+    def slow(ctx, question, dimensions):
+        started.set()
+        # a query of hours on the second connection: stopped when the search fails
+        try:
+            return ctx.run("SELECT count(*) FROM events a, events b, events c", max_rows=1)
+        except Exception as exc:
+            ended.append(exc)
+            raise
+
+    def failing_search(*args, **kwargs):
+        started.wait(5)
+        raise ToolInputError("the search failed", code="invalid_arguments")
+
+    monkeypatch.setattr(quality, "check_quality", slow)
+    monkeypatch.setattr(cube_mod, "estimated_leaves", failing_search)
+    with ToolContext(missing_day_db) as ctx:
+        with pytest.raises(ToolInputError, match="the search failed"):
+            analyze(ctx, _missing_day_question(ctx))
+        assert not _quality_threads()
+        assert len(ended) == 1, "the query was stopped, not left to finish"
+        assert ctx.run("SELECT 42", max_rows=1).rows == [(42,)]
