@@ -7,6 +7,9 @@ strongest columns whose value combinations fit the leaf budget (:data:`cube.LEAF
 
 from __future__ import annotations
 
+import functools
+import math
+import operator
 from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
@@ -32,6 +35,11 @@ from tasks.engine.spec import Question
 # its pairs too, and pairs need half the grouping sets of triples.
 SCREEN_DEPTH = 2
 
+EXACT_COVER_MAX_COLUMNS = 12
+"""Up to this many columns the fewest covers are searched (see :func:`covers`)."""
+EXACT_COVER_MAX_TRIES = 20_000
+"""Candidate coverings tried per number of covers before the greedy covering is kept."""
+
 ROWS_PER_CELL = 50
 """Covers hold at most one cell per this many rows of the table: the dispersion is read off the
 cells' lower quartile of ``r^2 / P``, which follows a chi-square only when each cell sums enough
@@ -41,14 +49,56 @@ value a single row gives, and make every segment look significant or none."""
 
 def covers(sizes: list[int], depth: int, budget: int) -> list[tuple[int, ...]]:
     """Sets of columns, each with at most ``budget`` value combinations where possible, such that
-    every combination of ``depth`` columns lies inside at least one of them (a greedy covering)."""
+    every combination of ``depth`` columns lies inside at least one of them.
+
+    Each cover is one more pass over the rows, so the fewest covers win (then the fewest cells):
+    for up to :data:`EXACT_COVER_MAX_COLUMNS` columns the fewest are searched among the largest
+    column sets within the budget, starting from a greedy covering, which is kept when nothing
+    smaller exists within :data:`EXACT_COVER_MAX_TRIES` candidates (or covers more columns).
+    """
+    greedy = _greedy_covers(sizes, depth, budget)
+    k = len(sizes)
+    depth = min(depth, k)
+    if len(greedy) <= 1 or k > EXACT_COVER_MAX_COLUMNS:
+        return greedy
+
+    def space(cols: tuple[int, ...]) -> float:
+        return math.prod(float(sizes[j]) for j in cols)
+
+    # the column sets within the budget that no further column fits into
+    largest = [
+        s
+        for r in range(depth, k + 1)
+        for s in combinations(range(k), r)
+        if space(s) <= budget and all(space(s) * sizes[j] > budget for j in range(k) if j not in s)
+    ]
+    # which combinations each set holds, as bits of one integer
+    todo = list(combinations(range(k), depth))
+    held = [sum(1 << i for i, c in enumerate(todo) if set(c) <= set(s)) for s in largest]
+    everything = (1 << len(todo)) - 1
+    for n in range(1, len(greedy)):
+        if math.comb(len(largest), n) > EXACT_COVER_MAX_TRIES:
+            break
+        found = [
+            (sum(space(largest[i]) for i in pick), pick)
+            for pick in combinations(range(len(largest)), n)
+            if functools.reduce(operator.or_, (held[i] for i in pick)) == everything
+        ]
+        if found:
+            return [largest[i] for i in min(found)[1]]
+    return greedy
+
+
+def _greedy_covers(sizes: list[int], depth: int, budget: int) -> list[tuple[int, ...]]:
+    """Covers (see :func:`covers`) grown one column at a time: each starts from the largest
+    combination not yet covered and takes the column that completes the most others."""
     k = len(sizes)
     depth = min(depth, k)
     todo = set(combinations(range(k), depth))
     out: list[tuple[int, ...]] = []
 
     def space(cols: set[int]) -> float:
-        return float(np.prod([float(sizes[j]) for j in cols]))
+        return math.prod(float(sizes[j]) for j in cols)
 
     while todo:
         # start from the largest uncovered combination; grow while it stays within the budget

@@ -102,6 +102,20 @@ def test_covers_hold_every_combination_within_the_budget():
                 # a cover only grows past the budget when its first combination alone does
                 if len(c) > depth:
                     assert np.prod([sizes[j] for j in c]) <= budget
+            # never more passes over the rows than growing covers one column at a time
+            assert len(cov) <= len(screen_mod._greedy_covers(sizes, depth, budget))
+
+
+def test_the_fewest_covers_are_found_where_growing_them_needs_more():
+    """Eight columns of 3 to 50 values (the scale benchmark's): every pair fits in three sets of
+    at most 200k value combinations, where growing them one column at a time takes four (each
+    one more pass over every row)."""
+    sizes = [3, 6, 8, 12, 25, 50, 4, 6]
+    assert len(screen_mod._greedy_covers(sizes, 2, 200_000)) == 4
+    cov = screen_mod.covers(sizes, 2, 200_000)
+    assert len(cov) == 3
+    assert all(np.prod([sizes[j] for j in c]) <= 200_000 for c in cov)
+    assert all(any(set(pair) <= set(c) for c in cov) for pair in combinations(range(8), 2))
 
 
 def test_segment_sums_over_leaves_match_a_direct_count(scenario_db):
