@@ -5,13 +5,15 @@ count, min/max, the most frequent values, whether a text column is mostly number
 guess at the column's role. Join keys are many-to-one relations between loaded tables, proposed
 from column names and types and then verified against the values.
 
-Cost per table: one ``count(*)``, one aggregate query that computes everything except samples and
-the min/max of text columns for all columns in a single scan, and one small ``GROUP BY`` (or
-``LIMIT``) query per column for the samples; for a text column that ``GROUP BY`` also gives the
-min/max (over its distinct values, much cheaper than comparing strings on every row). Only when
-needed: one more aggregate for the min/max of near-unique text columns, and one for the examples
-in the notes of mixed text columns. Identifiers are always quoted; values are always passed as
-``?`` parameters.
+Cost per table: one ``count(*)``, one aggregate query that computes the counts, distinct counts
+and non-text min/max of all columns in a single scan, and one small ``GROUP BY`` (or ``LIMIT``)
+query per column for the samples. For a text column that ``GROUP BY`` also gives the min/max and
+how many values are numbers or dates and how long they are, from its distinct values (much
+cheaper than casting and comparing strings on every row). An integer column whose values span a
+range no larger than their count is grouped in a table indexed by value (about five times faster
+than hashing for 500,000 ids in 10M rows). Only when needed: one more aggregate for the same text
+statistics of near-unique text columns, and one for the examples in the notes of mixed text
+columns. Identifiers are always quoted; values are always passed as ``?`` parameters.
 
 Everything here runs on the loader's writer connection, inside the loader's transaction: nothing
 commits or rolls back, every result is fetched completely (DuckDB 2.0 refuses relation work on a
@@ -26,7 +28,8 @@ them.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import duckdb
@@ -63,6 +66,9 @@ its samples are the first values found instead of the most frequent ones (all co
 NEAR_UNIQUE_MIN_VALUES = 1_000
 """Below this many non-null values the exact most-frequent query is cheap, so always use it."""
 MIXED_MIN_SHARE = 0.5
+VALUE_INDEX_MAX_BITS = 22
+"""Largest value table, in bits (4M slots per DuckDB thread), for grouping an integer column by
+value instead of hashing."""
 MIN_CONTAINMENT = 0.9
 LOW_CARDINALITY_MAX = 20
 ID_MIN_DISTINCT = 1_000
@@ -314,50 +320,102 @@ def _sample_list(values: Iterable[Any]) -> list[Scalar]:
     return out
 
 
+@contextmanager
+def _grouped_by_value(con: duckdb.DuckDBPyConnection, span: int | None) -> Iterator[None]:
+    """Let DuckDB group an integer column in a table indexed by value instead of a hash table.
+
+    ``span`` is the column's ``max - min`` (None for other columns); nothing changes unless that
+    table needs at most ``VALUE_INDEX_MAX_BITS`` bits (one more for null) and more than DuckDB
+    allows by default. DuckDB's setting is per database, so it is put back right after; the
+    results are the same either way, only faster.
+    """
+    bits = None if span is None else span.bit_length() + 1
+    if bits is None or bits > VALUE_INDEX_MAX_BITS:
+        yield
+        return
+    old = int(_fetch_all(con, "SELECT current_setting('perfect_ht_threshold')")[0][0])
+    if bits <= old:
+        yield
+        return
+    con.execute(f"SET perfect_ht_threshold = {bits}")
+    try:
+        yield
+    finally:
+        try:
+            con.execute(f"SET perfect_ht_threshold = {old}")
+        except duckdb.Error:
+            pass  # an aborted transaction refuses SET; the error that aborted it is raised
+
+
 def _samples(
-    con: duckdb.DuckDBPyConnection, table: str, column: str, non_null: int, distinct: int
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    column: str,
+    non_null: int,
+    distinct: int,
+    span: int | None = None,
 ) -> list[Scalar]:
-    """Up to five most frequent non-null values (the first ones found for near-unique columns)."""
+    """Up to five most frequent non-null values (the first ones found for near-unique columns).
+
+    ``span`` is ``max - min`` of an integer column whose range is at most its count of values.
+    """
     if non_null == 0:
         return []
     q, t = quote(column), _table_ref(table)
     if _near_unique(non_null, distinct):
         rows = _fetch_all(con, f"SELECT {q} FROM {t} WHERE {q} IS NOT NULL LIMIT ?", [20])
     else:
-        rows = _fetch_all(
-            con,
-            f"SELECT {q} FROM {t} WHERE {q} IS NOT NULL GROUP BY {q} "
-            f"ORDER BY count(*) DESC, {q} LIMIT ?",
-            [SAMPLE_SIZE],
-        )
+        with _grouped_by_value(con, span):
+            rows = _fetch_all(
+                con,
+                f"SELECT {q} FROM {t} WHERE {q} IS NOT NULL GROUP BY {q} "
+                f"ORDER BY count(*) DESC, {q} LIMIT ?",
+                [SAMPLE_SIZE],
+            )
     return _sample_list(value for (value,) in rows)
 
 
-def _samples_and_range(
+_TEXT_STATS = ("min", "max", "numbers", "dates", "length")
+
+
+def _text_samples_and_stats(
     con: duckdb.DuckDBPyConnection, table: str, column: str
-) -> tuple[list[Scalar], Any, Any]:
-    """The five most frequent non-null values of a column, and its min and max, from one
-    ``GROUP BY`` (the same samples as :func:`_samples` for a column that is not near-unique)."""
+) -> tuple[list[Scalar], dict[str, Any]]:
+    """The five most frequent non-null values of a text column and its :func:`_text_stats`,
+    from one ``GROUP BY`` (the same samples as :func:`_samples` for a column that is not
+    near-unique; the casts and lengths are computed once per distinct value)."""
     q, t = quote(column), _table_ref(table)
-    top, low, high = _fetch_all(
+    top, *stats = _fetch_all(
         con,
         f"WITH g AS (SELECT {q} AS v, count(*) AS n FROM {t} WHERE {q} IS NOT NULL GROUP BY 1) "
         "SELECT (SELECT list(v ORDER BY n DESC, v) FROM "
-        "(SELECT v, n FROM g ORDER BY n DESC, v LIMIT ?)), min(v), max(v) FROM g",
+        "(SELECT v, n FROM g ORDER BY n DESC, v LIMIT ?)), min(v), max(v), "
+        "sum(n) FILTER (WHERE TRY_CAST(v AS DOUBLE) IS NOT NULL), "
+        "sum(n) FILTER (WHERE TRY_CAST(v AS DATE) IS NOT NULL), sum(length(v) * n) FROM g",
         [SAMPLE_SIZE],
     )[0]
-    return _sample_list(top or []), low, high
+    return _sample_list(top or []), dict(zip(_TEXT_STATS, stats, strict=True))
 
 
-def _ranges(
+def _text_stats(
     con: duckdb.DuckDBPyConnection, table: str, columns: list[str]
-) -> dict[str, tuple[Any, Any]]:
-    """``(min, max)`` of each column, in one scan (none when ``columns`` is empty)."""
+) -> dict[str, dict[str, Any]]:
+    """Per text column, in one scan (none when ``columns`` is empty): ``min`` and ``max``,
+    ``numbers`` and ``dates`` (values that cast to DOUBLE, to DATE) and ``length`` (the sum of
+    the values' lengths)."""
     if not columns:
         return {}
-    exprs = [f"min({quote(c)}), max({quote(c)})" for c in columns]
+    exprs = [
+        f"min({q}), max({q}), count(TRY_CAST({q} AS DOUBLE)), count(TRY_CAST({q} AS DATE)), "
+        f"sum(length({q}))"
+        for q in map(quote, columns)
+    ]
     row = _fetch_all(con, f"SELECT {', '.join(exprs)} FROM {_table_ref(table)}")[0]
-    return {c: (row[2 * i], row[2 * i + 1]) for i, c in enumerate(columns)}
+    n = len(_TEXT_STATS)
+    return {
+        c: dict(zip(_TEXT_STATS, row[n * i : n * (i + 1)], strict=True))
+        for i, c in enumerate(columns)
+    }
 
 
 def profile_table(
@@ -387,7 +445,7 @@ def profile_table(
     row_count = int(_fetch_all(con, f"SELECT count(*) FROM {tref}")[0][0])
     exact = row_count <= exact_distinct_max_rows
 
-    # One scan: every statistic except the samples and the text min/max, for all columns.
+    # One scan: every statistic except the samples and those of _text_stats, for all columns.
     exprs: list[str] = []
     slots: list[dict[str, int]] = []
     for name, duck_type in cols:
@@ -403,10 +461,6 @@ def profile_table(
         if _has_min_max(duck_type) and kind_of(duck_type) != "text":
             add(f"min({q})", "min")
             add(f"max({q})", "max")
-        if kind_of(duck_type) == "text":
-            add(f"count(TRY_CAST({q} AS DOUBLE))", "numbers")
-            add(f"count(TRY_CAST({q} AS DATE))", "dates")
-            add(f"avg(length({q}))", "avg_length")
         slots.append(slot)
     agg = _fetch_all(con, f"SELECT {', '.join(exprs)} FROM {tref}")[0] if exprs else ()
 
@@ -419,23 +473,42 @@ def profile_table(
             st["distinct"] = 1  # an estimate can't be below one when a value exists
         stats.append(st)
 
+    # Samples, and for text columns the statistics of _text_stats: near-unique ones in one scan,
+    # the others from the GROUP BY that finds their samples.
+    near_unique_text = [
+        name
+        for (name, duck_type), st in zip(cols, stats, strict=True)
+        if kind_of(duck_type) == "text" and st["nn"] and _near_unique(st["nn"], st["distinct"])
+    ]
+    text_stats = _text_stats(con, table, near_unique_text)
+    samples: list[list[Scalar]] = []
+    for (name, duck_type), st in zip(cols, stats, strict=True):
+        non_null, distinct = st["nn"], st["distinct"]
+        if kind_of(duck_type) == "text" and non_null and name not in text_stats:
+            top, text_stats[name] = _text_samples_and_stats(con, table, name)
+        else:
+            span = None
+            if _is_integer(duck_type) and non_null and st["max"] - st["min"] < non_null:
+                span = st["max"] - st["min"]
+            top = _samples(con, table, name, non_null, distinct, span)
+        samples.append(top)
+        if kind_of(duck_type) == "text":
+            st.update(text_stats.get(name, {}))  # none when no value at all
+
     counts: dict[str, tuple[int, int]] = {}  # mixed text column -> (non-null, numbers or dates)
     kinds: dict[str, str] = {}
-    near_unique_text: list[str] = []
     for (name, duck_type), st in zip(cols, stats, strict=True):
         if kind_of(duck_type) == "text":
-            non_null, numbers, dates = st["nn"], int(st["numbers"] or 0), int(st["dates"] or 0)
+            non_null, numbers = st["nn"], int(st.get("numbers") or 0)
+            dates = int(st.get("dates") or 0)
             kind = _mixed_kind(non_null, numbers, dates)
             if kind is not None:
                 kinds[name] = kind
                 counts[name] = (non_null, numbers if kind == "numbers" else dates)
-            if non_null and _near_unique(non_null, st["distinct"]):
-                near_unique_text.append(name)
     examples = _mixed_examples(con, table, kinds)
-    ranges = _ranges(con, table, near_unique_text)
 
     profiles: list[ColumnProfile] = []
-    for (name, duck_type), st in zip(cols, stats, strict=True):
+    for (name, duck_type), st, top in zip(cols, stats, samples, strict=True):
         non_null, distinct = st["nn"], st["distinct"]
         mixed, note = name in kinds, None
         if mixed:
@@ -443,12 +516,7 @@ def profile_table(
         avg_length = None
         low, high = st.get("min"), st.get("max")
         if kind_of(duck_type) == "text":
-            avg_length = float(st["avg_length"] or 0.0)
-            low, high = ranges.get(name, (None, None))  # near-unique, or no value at all
-        if kind_of(duck_type) == "text" and non_null and name not in ranges:
-            samples, low, high = _samples_and_range(con, table, name)  # one GROUP BY for both
-        else:
-            samples = _samples(con, table, name, non_null, distinct)
+            avg_length = int(st.get("length") or 0) / non_null if non_null else 0.0
         null_count = row_count - non_null
         profiles.append(
             ColumnProfile(
@@ -462,7 +530,7 @@ def profile_table(
                 distinct_exact=exact,
                 min=_cut(jsonable(low)),
                 max=_cut(jsonable(high)),
-                samples=samples,
+                samples=top,
                 mixed_type=mixed,
                 mixed_note=note,
                 role=guess_role(name, duck_type, row_count, non_null, distinct, avg_length),

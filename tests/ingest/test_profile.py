@@ -165,6 +165,36 @@ def test_samples_are_most_frequent_values(con: duckdb.DuckDBPyConnection) -> Non
     assert c.samples == ["a", "b", "c", "x", "y"]
 
 
+@pytest.mark.parametrize("threshold", [12, 30], ids=["default", "set-higher"])
+def test_integer_samples_over_a_wide_range_keep_duckdbs_setting(
+    con: duckdb.DuckDBPyConnection, threshold: int
+) -> None:
+    # 50,000 ids in 120,000 rows: ids 3, 1 and then every odd id below 40,000 twice or more
+    con.execute(f"SET perfect_ht_threshold = {threshold}")
+    con.execute(
+        "CREATE TABLE t AS SELECT (CASE WHEN i < 5 THEN 3 WHEN i < 9 THEN 1 "
+        "ELSE (i * 7919) % 50000 END)::BIGINT AS id FROM range(120000) r(i)"
+    )
+    expected = con.execute(
+        "SELECT id FROM t GROUP BY id ORDER BY count(*) DESC, id LIMIT 5"
+    ).fetchall()
+    c = profile(con, "t").column("id")
+    assert c.samples == [v for (v,) in expected] and c.samples[:2] == [3, 1]
+    assert con.execute("SELECT current_setting('perfect_ht_threshold')").fetchone() == (threshold,)
+
+
+def test_text_numbers_and_dates_count_every_row(con: duckdb.DuckDBPyConnection) -> None:
+    # by distinct value '1' would be one of three; by row it is three of five
+    con.execute("CREATE TABLE t (n VARCHAR, d VARCHAR)")
+    con.executemany(
+        "INSERT INTO t VALUES (?, ?)",
+        [["1", "2024-01-01"]] * 3 + [["x", "soon"], ["y", "later"], [None, None]],
+    )
+    p = profile(con, "t")
+    assert p.column("n").mixed_note == "mostly numeric text: 3 of 5 values are numbers (e.g. 'x')"
+    assert p.column("d").mixed_note == ("mostly date text: 3 of 5 values are dates (e.g. 'later')")
+
+
 def test_samples_of_near_unique_column_are_five_distinct_values(
     con: duckdb.DuckDBPyConnection,
 ) -> None:
