@@ -26,7 +26,8 @@ the role may SELECT) and ``query_timeout`` (seconds per query). The password is 
 connect: :attr:`PostgresSource.display` and every message leave it out. Without one in the URL,
 libpq's ``PGPASSWORD`` or password file supplies it.
 
-This is the only module of ``sql_tools`` that imports psycopg (see ``tests/test_layout.py``).
+This is the only module of ``sql_tools`` that imports psycopg (see ``tests/test_layout.py``),
+and only once a URL is parsed or a connection made: a run on a DuckDB file never loads it.
 """
 
 from __future__ import annotations
@@ -39,14 +40,11 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
-import psycopg
 import pyarrow as pa
-from psycopg import conninfo as pg_conninfo
-from psycopg import errors as pg_errors
-from psycopg.types.numeric import NumericLoader
 
 from sql_tools._context import Column, Limits, QueryOutput, Schema
 from sql_tools._errors import (
@@ -59,6 +57,9 @@ from sql_tools._errors import (
 )
 from sql_tools._guard import check_postgres_select
 from sql_tools.catalog import Catalog, jsonable, kind_of
+
+if TYPE_CHECKING:
+    import psycopg
 
 SCHEMES = ("postgresql://", "postgres://")
 DEFAULT_SCHEMA = "public"
@@ -143,6 +144,9 @@ def parse_postgres_url(url: str) -> PostgresSource:
     for key, value in parse_qsl(parts.query, keep_blank_values=True):
         (ours.__setitem__(key, value) if key in OUR_PARAMETERS else theirs.append((key, value)))
     libpq_url = urlunsplit(("postgresql", parts.netloc, parts.path, urlencode(theirs), ""))
+    import psycopg
+    from psycopg import conninfo as pg_conninfo
+
     try:
         info = {k: str(v) for k, v in pg_conninfo.conninfo_to_dict(libpq_url).items()}
     except psycopg.Error as exc:
@@ -249,15 +253,20 @@ def product_type(pg_type: str) -> str:
     return _TYPE_NAMES.get(base, pg_type.upper())
 
 
-class _IntegralNumericLoader(NumericLoader):
-    """``numeric`` values without a fraction as ``int`` (a sum of integers, as DuckDB returns
-    it), others as ``Decimal``."""
+@cache
+def _integral_numeric_loader() -> type:
+    """A psycopg loader of ``numeric`` values: without a fraction as ``int`` (a sum of
+    integers, as DuckDB returns it), others as ``Decimal``."""
+    from psycopg.types.numeric import NumericLoader
 
-    def load(self, data: Any) -> Any:
-        text = bytes(data)
-        if text.lstrip(b"-").isdigit():
-            return int(text)
-        return super().load(data)
+    class _IntegralNumericLoader(NumericLoader):
+        def load(self, data: Any) -> Any:
+            text = bytes(data)
+            if text.lstrip(b"-").isdigit():
+                return int(text)
+            return super().load(data)
+
+    return _IntegralNumericLoader
 
 
 class PostgresContext:
@@ -314,6 +323,8 @@ class PostgresContext:
         params: dict[str, Any] = dict(self.source.conninfo)
         params.setdefault("connect_timeout", str(CONNECT_TIMEOUT_S))
         params.setdefault("application_name", "drilldown")
+        import psycopg
+
         try:
             con = psycopg.connect(autocommit=True, prepare_threshold=None, **params)
         except psycopg.Error as exc:
@@ -321,7 +332,7 @@ class PostgresContext:
                 f"cannot connect to {self.display}: {self.source.scrub(exc)}",
                 code="database_error",
             ) from None
-        con.adapters.register_loader("numeric", _IntegralNumericLoader)
+        con.adapters.register_loader("numeric", _integral_numeric_loader())
         con.read_only = True  # every transaction this connection begins: BEGIN READ ONLY
         try:
             con.execute("SET default_transaction_read_only = on")
@@ -423,6 +434,9 @@ class PostgresContext:
         set_local = "SELECT " + ", ".join(
             f"set_config('{name}', %({name})s, true)" for name in settings
         )
+        import psycopg
+        from psycopg import errors as pg_errors
+
         try:
             with con.transaction():
                 con.execute(set_local, settings)

@@ -253,14 +253,20 @@ def compare_periods_query(ctx: ToolContext, inp: ComparePeriodsInput) -> Compare
             this=exp.Count(this=exp.Star()), expression=exp.Where(this=comp_cond.copy())
         ).as_("comparison_rows"),
     ).where(scope)
-    tot = exp.select(side(base_cond).as_("baseline"), side(comp_cond).as_("comparison")).where(
-        scope.copy()
-    )
-    seg, tot = src.apply(seg), src.apply(tot)
+    seg = src.apply(seg)
     if groups:
         seg = seg.group_by(*[src.expr(g) for g in groups])
 
     additive = inp.metric.agg in ADDITIVE
+    if additive:  # the segments' sums and counts add up to the totals: no second read
+        tot = exp.select(
+            *[exp.Sum(this=_c(name, "seg")).as_(name) for name in ("baseline", "comparison")]
+        ).from_(exp.Table(this=ident("seg")))
+    else:
+        tot = exp.select(side(base_cond).as_("baseline"), side(comp_cond).as_("comparison")).where(
+            scope.copy()
+        )
+        tot = src.apply(tot)
 
     def delta(t: str) -> exp.Expression:
         b, c = _c("baseline", t), _c("comparison", t)

@@ -97,6 +97,11 @@ def summarize(tool: str, payload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
 
 
 def _n(x: Any) -> str:
+    """A number to 6 significant digits, read at 12 first: sums of the same values added in
+    another order (another database, another plan) differ in their last bits, and show the
+    same digits."""
+    if isinstance(x, float) and math.isfinite(x):
+        x = float(f"{x:.12g}")
     return f"{x:,.6g}" if isinstance(x, int | float) and not isinstance(x, bool) else str(x)
 
 

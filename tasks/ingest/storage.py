@@ -18,8 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
-import httpx
-
 SCHEME = "supabase://"
 PAGE = 1000
 MAX_FILES = 10_000
@@ -124,6 +122,8 @@ def parse_storage_url(url: str) -> StorageLocation:
 
 def storage_client(url: str | None = None, key: str | None = None) -> Any:
     """supabase-py's Storage client from SUPABASE_URL and SUPABASE_KEY."""
+    import httpx
+
     from supabase import ClientOptions, create_client
 
     url = url or os.environ.get("SUPABASE_URL", "").strip()
@@ -143,6 +143,8 @@ def _status(e: BaseException) -> int | None:
 
 
 def _is_transient(e: BaseException) -> bool:
+    import httpx
+
     if isinstance(e, httpx.TransportError):
         return True
     from storage3.exceptions import StorageApiError

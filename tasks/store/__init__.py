@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from tasks.store.base import Store
 from tasks.store.duckdb_store import DuckDBStore, default_path
@@ -24,8 +25,10 @@ from tasks.store.models import (
     SimilarInvestigation,
     memory_text,
 )
-from tasks.store.postgres_store import PostgresStore
-from tasks.store.supabase_store import FlushResult, SupabaseStore
+
+if TYPE_CHECKING:
+    from tasks.store.postgres_store import PostgresStore
+    from tasks.store.supabase_store import FlushResult, SupabaseStore
 
 __all__ = [
     "DuckDBStore",
@@ -44,6 +47,21 @@ __all__ = [
     "memory_text",
     "store_from_config",
 ]
+
+_POSTGRES = {
+    "PostgresStore": "tasks.store.postgres_store",
+    "FlushResult": "tasks.store.supabase_store",
+    "SupabaseStore": "tasks.store.supabase_store",
+}
+"""The Postgres backends, imported on first use: the DuckDB store never loads psycopg."""
+
+
+def __getattr__(name: str) -> Any:
+    if name in _POSTGRES:
+        import importlib
+
+        return getattr(importlib.import_module(_POSTGRES[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _settings(env: Mapping[str, str]) -> tuple[str, str, Path]:
@@ -67,6 +85,8 @@ def store_from_config(
     if embedder is None:
         embedder = embedder_from_config(env)
     if kind == "supabase":
+        from tasks.store.supabase_store import SupabaseStore
+
         return SupabaseStore(url, local_path=path, embedder=embedder)
     return DuckDBStore(path, embedder=embedder)
 
@@ -81,5 +101,7 @@ def flush_outbox(
     kind, url, path = _settings(env)
     if kind != "supabase":
         raise StoreConfigError("nothing to sync: no Supabase store is configured (SUPABASE_DB_URL)")
+    from tasks.store.supabase_store import SupabaseStore
+
     with SupabaseStore(url, local_path=path, embedder=embedder_from_config(env)) as configured:
         return configured.flush_outbox()

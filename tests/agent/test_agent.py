@@ -21,7 +21,7 @@ import pytest
 from sql_tools._context import ToolContext
 from tasks.agent.config import AgentConfig
 from tasks.agent.gate import Gate
-from tasks.agent.ledger import Ledger
+from tasks.agent.ledger import Ledger, summarize
 from tasks.agent.loop import run_hypothesis
 from tasks.agent.models import Budget, Hypothesis, Usage
 from tasks.agent.session import Session
@@ -207,6 +207,19 @@ def confirming_model(scale: float = 1.0):
         )
 
     return model
+
+
+def test_a_summary_reads_the_same_for_sums_added_in_another_order():
+    """Totals that differ only in their last bits (the same values summed in another order, as
+    another database or plan does) give the same summary."""
+
+    def payload(baseline: float) -> dict[str, Any]:
+        total = {"baseline": baseline, "comparison": 35740.28, "delta": None}
+        return {"total": total, "rows": [], "group_by": [], "columns": []}
+
+    a, _ = summarize("metric_compare_periods", payload(41176.049999999996))
+    b, _ = summarize("metric_compare_periods", payload(41176.05000000001))
+    assert a == b and "41,176.1 → 35,740.3" in a
 
 
 def test_confirm_path(world):

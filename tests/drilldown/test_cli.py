@@ -237,7 +237,8 @@ def test_output_longer_than_a_pipe_arrives_whole(demo_db):
 def test_an_in_process_investigation_never_imports_prefect(tmp_path):
     """``drilldown investigate`` without ``--prefect`` and without ``PREFECT_API_URL`` runs every
     step in-process, through to the memory store, and never loads Prefect (its import alone
-    costs most of a second)."""
+    costs most of a second); on local files with the DuckDB store it loads no Postgres driver
+    and no HTTP client either."""
     import os
     import sys
 
@@ -251,7 +252,8 @@ def test_an_in_process_investigation_never_imports_prefect(tmp_path):
         "import json, sys\n"
         "from drilldown.cli import app\n"
         f"app({args!r}, standalone_mode=False)\n"
-        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'prefect')))\n"
+        "tops = {m.split('.')[0] for m in sys.modules}\n"
+        "print(json.dumps(sorted(tops & {'prefect', 'psycopg', 'httpx'})))\n"
     )
     env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "ANTHROPIC_API_KEY")}
     env["DRILLDOWN_STORE_PATH"] = str(tmp_path / "memory.duckdb")
@@ -260,7 +262,7 @@ def test_an_in_process_investigation_never_imports_prefect(tmp_path):
         capture_output=True, text=True, cwd=ROOT, env=env, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert json.loads(proc.stdout.splitlines()[-1]) == [], "Prefect was imported"
+    assert json.loads(proc.stdout.splitlines()[-1]) == [], "Prefect, psycopg or httpx was imported"
     assert "remembered as inv-" in proc.stderr
     result = json.loads((out / "result.json").read_text())
     assert [c["segment"] for c in result["root_causes"]] == [

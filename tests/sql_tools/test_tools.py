@@ -305,6 +305,47 @@ def test_compare_periods_per_segment(ctx, shop_db):
     ]
 
 
+@pytest.mark.parametrize(
+    ("metric", "expected"),
+    [
+        ({"agg": "sum", "column": "revenue"}, (60.0, 31.0)),
+        ({"agg": "count", "column": "revenue"}, (3, 2)),
+        ({"agg": "count"}, (4, 4)),
+    ],
+)
+def test_compare_periods_totals_cover_every_segment(tmp_path, metric, expected):
+    """The totals of an additive metric are over every row that passes the filters: rows
+    whose segment is null, segments with only null values and segments past the limit too."""
+    from tasks.ingest.load import load_files
+
+    csv = tmp_path / "orders.csv"
+    csv.write_text(
+        "day,region,channel,revenue\n"
+        "2024-01-01,EU,web,10\n2024-01-02,,web,20\n2024-01-03,US,web,\n2024-01-03,US,web,30\n"
+        "2024-01-01,EU,shop,1000\n"
+        "2024-01-08,EU,web,5\n2024-01-09,,web,\n2024-01-10,APAC,web,\n2024-01-10,US,web,26\n"
+        "2024-01-20,EU,web,7000\n"
+    )
+    load_files([csv], tmp_path / "orders.duckdb")
+    with ToolContext(tmp_path / "orders.duckdb") as c:
+        out = ok(
+            c,
+            "metric_compare_periods",
+            {
+                "table": "orders",
+                "metric": metric,
+                "time_column": "day",
+                "baseline": WEEK1,
+                "comparison": WEEK2,
+                "group_by": ["region"],
+                "filters": [{"column": "channel", "op": "=", "value": "web"}],
+                "limit": 1,
+            },
+        )
+    assert (out["total"]["baseline"], out["total"]["comparison"]) == expected
+    assert len(out["rows"]) == 1 and out["truncated"] and out["matched_count"] == 4
+
+
 def test_compare_periods_joined_segment_and_filter(ctx):
     out = ok(
         ctx,

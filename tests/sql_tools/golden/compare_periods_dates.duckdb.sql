@@ -31,20 +31,9 @@ WITH "seg" AS (
     "t0"."region"
 ), "tot" AS (
   SELECT
-    SUM("t0"."revenue") FILTER(WHERE
-      "t0"."day" BETWEEN $p1 AND $p2) AS "baseline",
-    SUM("t0"."revenue") FILTER(WHERE
-      "t0"."day" BETWEEN $p3 AND $p4) AS "comparison"
-  FROM "sales" AS "t0"
-  LEFT JOIN "customers" AS "t1"
-    ON "t0"."customer_id" = "t1"."customer_id"
-  WHERE
-    (
-      "t0"."day" BETWEEN $p1 AND $p2 OR "t0"."day" BETWEEN $p3 AND $p4
-    )
-    AND (
-      "t0"."product" <> $p5 AND "t1"."tier" IN ($p6, $p7)
-    )
+    SUM("seg"."baseline") AS "baseline",
+    SUM("seg"."comparison") AS "comparison"
+  FROM "seg"
 )
 SELECT
   "seg"."region",

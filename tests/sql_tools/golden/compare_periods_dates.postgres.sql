@@ -31,20 +31,9 @@ WITH "seg" AS (
     "t0"."region"
 ), "tot" AS (
   SELECT
-    SUM("t0"."revenue") FILTER(WHERE
-      "t0"."day" BETWEEN %(p1)s AND %(p2)s) AS "baseline",
-    SUM("t0"."revenue") FILTER(WHERE
-      "t0"."day" BETWEEN %(p3)s AND %(p4)s) AS "comparison"
-  FROM "sales" AS "t0"
-  LEFT JOIN "customers" AS "t1"
-    ON "t0"."customer_id" = "t1"."customer_id"
-  WHERE
-    (
-      "t0"."day" BETWEEN %(p1)s AND %(p2)s OR "t0"."day" BETWEEN %(p3)s AND %(p4)s
-    )
-    AND (
-      "t0"."product" <> %(p5)s AND "t1"."tier" IN (%(p6)s, %(p7)s)
-    )
+    SUM("seg"."baseline") AS "baseline",
+    SUM("seg"."comparison") AS "comparison"
+  FROM "seg"
 )
 SELECT
   "seg"."region",

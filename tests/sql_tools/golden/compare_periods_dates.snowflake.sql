@@ -27,18 +27,9 @@ WITH "seg" AS (
     "t0"."region"
 ), "tot" AS (
   SELECT
-    SUM(IFF("t0"."day" BETWEEN :1 AND :2, "t0"."revenue", NULL)) AS "baseline",
-    SUM(IFF("t0"."day" BETWEEN :3 AND :4, "t0"."revenue", NULL)) AS "comparison"
-  FROM "sales" AS "t0"
-  LEFT JOIN "customers" AS "t1"
-    ON "t0"."customer_id" = "t1"."customer_id"
-  WHERE
-    (
-      "t0"."day" BETWEEN :1 AND :2 OR "t0"."day" BETWEEN :3 AND :4
-    )
-    AND (
-      "t0"."product" <> :5 AND "t1"."tier" IN (:6, :7)
-    )
+    SUM("seg"."baseline") AS "baseline",
+    SUM("seg"."comparison") AS "comparison"
+  FROM "seg"
 )
 SELECT
   "seg"."region",
