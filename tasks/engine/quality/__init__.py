@@ -1,4 +1,5 @@
-"""Data-quality checks run before the segment search, reported apart from real movement.
+"""Data-quality checks, run beside the segment search (on a second connection where the database
+allows one) and reported apart from real movement.
 
 A metric can move because the business moved, or because the data did: a period the data does
 not fully cover, days that were never loaded, one segment missing for a few days, a column that
