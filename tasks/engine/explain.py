@@ -384,7 +384,7 @@ class _Beside(Generic[T]):
         self._thread: threading.Thread | None = None
         self._answer: tuple[bool, Any] | None = None
         if self._twin is None:
-            self._answer = self._attempt(work, ctx)
+            self._answer = (True, work(ctx))  # an error is the caller's at once, as before
             return
         twin = self._twin
 

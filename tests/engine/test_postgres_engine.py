@@ -130,3 +130,26 @@ def test_duplicate_rows_found_when_rows_are_sampled_by_hash(both, monkeypatch):
         found[label] = [i["details"].get("days") for i in issues if i["kind"] == "duplicate_rows"]
     # the hash differs between the databases, so the sampled rows do; the day found does not
     assert found["postgres"] == found["duckdb"] and found["postgres"], found
+
+
+def test_a_failing_check_on_postgres_stops_the_question_before_the_search(both, monkeypatch):
+    """Postgres runs the data-quality checks on the question's own connection, first: their
+    error is the answer at once, without the search's scans."""
+    from sql_tools import ToolInputError
+    from tasks.engine import quality
+
+    searched = []
+
+    def broken(ctx, question, dimensions):
+        raise ToolInputError("the checks could not run", code="invalid_arguments")
+
+    def leaves(*args, **kwargs):
+        searched.append(True)
+        return 0
+
+    monkeypatch.setattr(quality, "check_quality", broken)
+    monkeypatch.setattr(cube_mod, "estimated_leaves", leaves)
+    _, url = both["events"]
+    with pytest.raises(ToolInputError, match="the checks could not run"):
+        _explained(url, {"table": "events", "metric": "sum(revenue)", **DATES})
+    assert searched == []
