@@ -53,8 +53,8 @@ def covers(sizes: list[int], depth: int, budget: int) -> list[tuple[int, ...]]:
 
     Each cover is one more pass over the rows, so the fewest covers win (then the fewest cells):
     for up to :data:`EXACT_COVER_MAX_COLUMNS` columns the fewest are searched among the largest
-    column sets within the budget, starting from a greedy covering, which is kept when nothing
-    smaller exists within :data:`EXACT_COVER_MAX_TRIES` candidates (or covers more columns).
+    column sets within the budget. The greedy covering (:func:`_greedy_covers`) is kept when no
+    smaller one is found within :data:`EXACT_COVER_MAX_TRIES` candidates, and for more columns.
     """
     greedy = _greedy_covers(sizes, depth, budget)
     k = len(sizes)
