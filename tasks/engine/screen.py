@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import math
 import operator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
@@ -47,6 +48,11 @@ rows. Cells of a row or two (a cover of 150k cells on a million rows) put that q
 value a single row gives, and make every segment look significant or none."""
 
 
+def _cells(sizes: list[int], cols: Iterable[int]) -> float:
+    """How many value combinations the columns ``cols`` can form (their sizes' product)."""
+    return math.prod(float(sizes[j]) for j in cols)
+
+
 def covers(sizes: list[int], depth: int, budget: int) -> list[tuple[int, ...]]:
     """Sets of columns, each with at most ``budget`` value combinations where possible, such that
     every combination of ``depth`` columns lies inside at least one of them.
@@ -62,16 +68,15 @@ def covers(sizes: list[int], depth: int, budget: int) -> list[tuple[int, ...]]:
     if len(greedy) <= 1 or k > EXACT_COVER_MAX_COLUMNS:
         return greedy
 
-    def space(cols: tuple[int, ...]) -> float:
-        return math.prod(float(sizes[j]) for j in cols)
-
     # the column sets within the budget that no further column fits into
-    largest = [
-        s
-        for r in range(depth, k + 1)
-        for s in combinations(range(k), r)
-        if space(s) <= budget and all(space(s) * sizes[j] > budget for j in range(k) if j not in s)
-    ]
+    largest: list[tuple[int, ...]] = []
+    cells: list[float] = []
+    for r in range(depth, k + 1):
+        for s in combinations(range(k), r):
+            c = _cells(sizes, s)
+            if c <= budget and all(c * sizes[j] > budget for j in range(k) if j not in s):
+                largest.append(s)
+                cells.append(c)
     # which combinations each set holds, as bits of one integer
     todo = list(combinations(range(k), depth))
     held = [sum(1 << i for i, c in enumerate(todo) if set(c) <= set(s)) for s in largest]
@@ -80,7 +85,7 @@ def covers(sizes: list[int], depth: int, budget: int) -> list[tuple[int, ...]]:
         if math.comb(len(largest), n) > EXACT_COVER_MAX_TRIES:
             break
         found = [
-            (sum(space(largest[i]) for i in pick), pick)
+            (sum(cells[i] for i in pick), pick)
             for pick in combinations(range(len(largest)), n)
             if functools.reduce(operator.or_, (held[i] for i in pick)) == everything
         ]
@@ -96,18 +101,14 @@ def _greedy_covers(sizes: list[int], depth: int, budget: int) -> list[tuple[int,
     depth = min(depth, k)
     todo = set(combinations(range(k), depth))
     out: list[tuple[int, ...]] = []
-
-    def space(cols: set[int]) -> float:
-        return math.prod(float(sizes[j]) for j in cols)
-
     while todo:
         # start from the largest uncovered combination; grow while it stays within the budget
-        first = max(todo, key=lambda c: (space(set(c)), c))
+        first = max(todo, key=lambda c: (_cells(sizes, c), c))
         cover = set(first)
         while True:
             best, best_new = None, 0
             for j in range(k):
-                if j in cover or space(cover | {j}) > budget:
+                if j in cover or _cells(sizes, cover | {j}) > budget:
                     continue
                 new = sum(1 for c in todo if set(c) <= cover | {j})
                 if new > best_new:
@@ -210,12 +211,8 @@ def screen(
     n_tested = max(sum(len(z) for z in seg_z), 1)
     z_crit = float(norm_isf(alpha / (2 * n_tested)))
     keep: set[int] = set()
-
-    def fits(cols: set[int]) -> bool:
-        return float(np.prod([float(sizes[j]) for j in cols])) <= budget
-
     for _, cols in sorted(scores, key=lambda t: -t[0]):
-        if not set(cols) <= keep and fits(keep | set(cols)):
+        if not set(cols) <= keep and _cells(sizes, keep | set(cols)) <= budget:
             keep |= set(cols)
         if len(keep) == k:
             break
