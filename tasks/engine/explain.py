@@ -7,6 +7,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -382,33 +383,23 @@ class _Beside(Generic[T]):
     def __init__(self, ctx: ToolContext, work: Callable[[ToolContext], T]) -> None:
         self._twin = ctx.sibling()
         self._thread: threading.Thread | None = None
-        self._answer: tuple[bool, Any] | None = None
+        self._answer: Future[T] = Future()
         if self._twin is None:
-            self._answer = (True, work(ctx))  # an error is the caller's at once, as before
+            self._answer.set_result(work(ctx))  # an error is the caller's at once, as before
             return
         twin = self._twin
 
         def run() -> None:
-            self._answer = self._attempt(work, twin)
+            try:
+                self._answer.set_result(work(twin))
+            except BaseException as exc:  # handed to the caller by result()
+                self._answer.set_exception(exc)
 
         self._thread = threading.Thread(target=run, name="drilldown-quality", daemon=True)
         self._thread.start()
 
-    @staticmethod
-    def _attempt(work: Callable[[ToolContext], T], ctx: ToolContext) -> tuple[bool, Any]:
-        try:
-            return True, work(ctx)
-        except BaseException as exc:  # handed to the caller by result()
-            return False, exc
-
     def result(self) -> T:
-        if self._thread is not None:
-            self._thread.join()
-        assert self._answer is not None
-        ok, value = self._answer
-        if not ok:
-            raise value
-        return value
+        return self._answer.result()
 
     def close(self) -> None:
         while self._thread is not None and self._thread.is_alive():
