@@ -35,6 +35,7 @@ from tasks.agent.ledger import Ledger, capped, same_result
 from tasks.agent.models import Category, Finding
 from tasks.agent.untrusted import clean
 from tasks.engine import cube as cube_mod
+from tasks.engine import significance as sig
 from tasks.engine.explain import Analysis
 from tasks.engine.spec import Question
 
@@ -91,7 +92,7 @@ class Thresholds(BaseModel):
     min_share: float = Field(default=0.05, description="Of the total change, in either direction.")
     min_support: float = Field(default=0.001, description="Volume share in either period.")
     min_rows: int = 10
-    alpha: float = 0.05
+    alpha: float = sig.ALPHA
 
 
 class Gate:
@@ -229,7 +230,7 @@ class Gate:
         if test.share is None or abs(test.share) < self.t.min_share:
             share = "n/a" if test.share is None else f"{test.share:.1%}"
             return f"effect too small: {share} of the change (needs {self.t.min_share:.0%})"
-        if test.p_value >= self.t.alpha:
+        if not sig.significant(test.p_value, self.t.alpha):
             return (
                 f"not significant: p = {test.p_value:.2g} after correcting for the "
                 f"{self.analysis.found.n_tested:,} segments searched; the move is within the noise"

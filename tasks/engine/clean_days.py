@@ -44,11 +44,11 @@ import numpy as np
 from sql_tools._context import ToolContext
 from sql_tools._sql import Filter
 from tasks.engine.cube import daily_series
-from tasks.engine.distributions import norm_isf, ttest_rel, ttest_welch
+from tasks.engine import significance as sig
+from tasks.engine.distributions import ttest_rel, ttest_welch
 from tasks.engine.result import DataQualityIssue, DataQualityNote, Evidence, Segment
 from tasks.engine.spec import Question
 
-ALPHA = 0.05
 MAX_LEFT = 0.5
 """A move is the data's only when at most this share of it is left on the clean days."""
 TABLE_KINDS = ("missing_days", "partial_period", "duplicate_rows")
@@ -238,7 +238,7 @@ def _judge_shift(
     kept, paired = _kept(clean)
     move, left = _relative(q, series, _every(series)), _relative(q, series, kept)
     p = _daily_test(q, series, kept, paired)
-    explained = _explains(move, left) and (p is None or p >= ALPHA)
+    explained = _explains(move, left) and not sig.significant(p)
     shift.effect = "data_quality" if explained else "rate"
     aside = _aside(series, clean)
     what = "the data outside the root causes" if outside else "the total"
@@ -302,7 +302,7 @@ def _shift_message(
     noise = "" if p is None else f" (p = {p:.2g})"
     if explained:
         verdict = "within the noise: the move is a data problem, not the business"
-    elif p is not None and p < ALPHA:
+    elif sig.significant(p):
         verdict = "still beyond the noise: the move is not only the data problem"
     else:
         verdict = "more than half of it: the data problem does not explain the move"
@@ -347,7 +347,7 @@ def _judge_cause(
     if not (aside["baseline"] or aside["comparison"]) or not math.isfinite(beyond) or not beyond:
         return
     share_left = beyond_clean / beyond if math.isfinite(beyond_clean) else math.nan
-    z = float(norm_isf(max((cause.p_value or 0.0) / n_tested, 1e-300) / 2))
+    z = sig.z_of_adjusted(cause.p_value or 0.0, n_tested)
     z_left = z * abs(share_left) if math.isfinite(share_left) else math.inf
     explained = _explains(beyond, beyond_clean) and z_left < z_crit
     if explained:

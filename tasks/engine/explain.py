@@ -20,7 +20,8 @@ from tasks.engine import cube as cube_mod
 from tasks.engine import screen as screen_mod
 from tasks.engine.clean_days import assign_data_quality
 from tasks.engine.cube import Cube, build_cube, daily_series
-from tasks.engine.distributions import norm_sf, ttest_rel, ttest_welch
+from tasks.engine import significance as sig
+from tasks.engine.distributions import ttest_rel, ttest_welch
 from tasks.engine.result import (
     Change,
     DataQualityIssue,
@@ -38,7 +39,6 @@ from tasks.engine.search import (
     search,
 )
 from tasks.engine.segments import (
-    ALPHA,
     _adjusted,
     _contributions,
     _drivers,
@@ -121,7 +121,7 @@ class Analysis:
         support = max(s["db"][i] / max(t["db"], 1e-300), s["dc"][i] / max(t["dc"], 1e-300))
         found = self.found
         key = json.dumps(cube.segment_dict(i), sort_keys=True, default=str)
-        p = min(1.0, float(found.p[i]) * found.n_tested, self.cause_p.get(key, 1.0))
+        p = min(sig.adjusted(float(found.p[i]), found.n_tested), self.cause_p.get(key, 1.0))
         named = {  # a root cause under any of its names
             json.dumps(name, sort_keys=True, default=str)
             for rc in self.explanation.root_causes
@@ -139,7 +139,7 @@ class Analysis:
             contribution=c,
             share=c / self.delta if self.delta else None,
             p_value=p,
-            significant=p < ALPHA,
+            significant=sig.significant(p),
             explained=bool(explained),
             effect=_effect(self.cube, i, self.contrib, kind),
             baseline_volume=float(s["rowsb"][i]),
@@ -246,7 +246,7 @@ def _explained(
     # Ratios of counts on real data carry heavy-tailed per-segment noise: there the search ranks
     # by explanatory power and asks each cause to carry a fifth of what is left unexplained.
     style = RATIO_SEARCH if kind == "ratio" else ADDITIVE_SEARCH
-    found = search(cube, leaves, eligible=eligible, alpha=ALPHA, **style)
+    found = search(cube, leaves, eligible=eligible, alpha=sig.ALPHA, **style)
     change = _localized(change, found, eligible)
     contrib = _contributions(cube, kind)
     causes = [
@@ -460,18 +460,18 @@ def _significance(
             return Change(
                 absolute=absolute,
                 relative=relative,
-                significant=p < ALPHA,
+                significant=sig.significant(p),
                 p_value=p,
                 method=method,
             )
     resid = float(leaves.v.sum() - leaves.f.sum())
     var = float((leaves.phi * leaves.P).sum())
     z = resid / math.sqrt(var) if var > 0 else (0.0 if resid == 0 else math.inf)
-    p = float(2 * norm_sf(abs(z)))
+    p = float(sig.two_sided_p(z))
     return Change(
         absolute=absolute,
         relative=relative,
-        significant=p < ALPHA,
+        significant=sig.significant(p),
         p_value=p,
         method=(
             "quasi-Poisson z-test over segments: row-level variance scaled by a dispersion "
@@ -505,8 +505,8 @@ def _localized(change: Change, found: Search, eligible: np.ndarray) -> Change:
     seg_p = found.p[1:][eligible[1:]]
     if seg_p.size == 0:
         return change
-    p_local = float(min(1.0, seg_p.min() * found.n_tested))
-    if change.significant or p_local >= ALPHA:
+    p_local = sig.adjusted(float(seg_p.min()), found.n_tested)
+    if change.significant or not sig.significant(p_local):
         return change
     return change.model_copy(
         update={

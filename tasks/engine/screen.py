@@ -28,7 +28,7 @@ from tasks.engine.cube import (
     dimension_sizes,
     sorted_codes,
 )
-from tasks.engine.distributions import norm_isf
+from tasks.engine import significance as sig
 from tasks.engine.search import additive_leaves, ratio_leaves
 from tasks.engine.spec import Question
 
@@ -140,7 +140,7 @@ def screen(
     dims: list[str],
     *,
     budget: int | None = None,
-    alpha: float = 0.05,
+    alpha: float = sig.ALPHA,
 ) -> Screening:
     """Rank columns by the strongest segment move they take part in; keep as many as fit.
 
@@ -209,7 +209,7 @@ def screen(
                 seg_cols.append(cols)
                 scores.append((float(z.max()) if z.size else 0.0, cols))
     n_tested = max(sum(len(z) for z in seg_z), 1)
-    z_crit = float(norm_isf(alpha / (2 * n_tested)))
+    z_crit = sig.bonferroni_z(n_tested, alpha)
     keep: set[int] = set()
     for _, cols in sorted(scores, key=lambda t: -t[0]):
         if not set(cols) <= keep and _cells(sizes, keep | set(cols)) <= budget:

@@ -40,7 +40,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tasks.engine.cube import Cube
-from tasks.engine.distributions import chi2_isf, norm_isf, norm_sf
+from tasks.engine import significance as sig
+from tasks.engine.distributions import chi2_isf, norm_isf
 
 CHI2_MEDIAN = 0.454936423119572
 MAX_CAUSES = 12
@@ -367,7 +368,7 @@ def search(
     leaves: Leaves,
     *,
     eligible: np.ndarray,
-    alpha: float = 0.05,
+    alpha: float = sig.ALPHA,
     max_causes: int = MAX_CAUSES,
     gain_units: str = "noise",
     min_effect: float = 0.0,
@@ -383,7 +384,7 @@ def search(
     groups = Groups(cube)
     n_seg = len(cube.seg_mask)
     n_tested = max(int(eligible.sum()), 1)
-    z_crit = float(norm_isf(alpha / (2 * n_tested)))
+    z_crit = sig.bonferroni_z(n_tested, alpha)
     f = leaves.f.copy()
     v = leaves.v
     s = np.sqrt(leaves.phi * leaves.P)
@@ -392,7 +393,7 @@ def search(
     # a heavy leaf tail widens the bound of segments made of few leaves (by noise weight); a
     # sum of m leaves has 1/m of their excess tail
     m_eff = PS**2 / np.maximum(groups.sums(w**2, n_seg), 1e-300)
-    seg_crit = z_crit * (1.0 + (leaves.tail - 1.0) / np.maximum(m_eff, 1.0))
+    seg_crit = sig.segment_bound(z_crit, leaves.tail, m_eff)
     picks: list[Pick] = []
     explained = np.zeros(len(f), dtype=bool)
     taken = np.zeros(n_seg, dtype=bool)
@@ -405,7 +406,7 @@ def search(
         z = R / np.sqrt(np.maximum(PS, 1e-300))
         if z0 is None:
             z0, resid0 = z.copy(), R.copy()
-            p0 = 2 * norm_sf(np.abs(z0))
+            p0 = sig.two_sided_p(z0)
         if z0 is not None and R_total is None:
             R_total = abs(float(R[0]))
         threshold = seg_crit
@@ -456,7 +457,7 @@ def search(
             Pick(
                 seg=best,
                 z=float(z[best]),
-                p_value=float(2 * norm_sf(abs(z[best]))),
+                p_value=float(sig.two_sided_p(z[best])),
                 gain=picked_gain,
                 factor=float(factor),
                 expected=float(FS[best] - (f[members].sum() - before.sum())),
@@ -506,7 +507,7 @@ def _climb(
             log_rest = np.log(np.where((F > 0) & (V > 0), V / F, np.nan))
             share = np.where(log_best != 0, log_rest / log_best, np.nan)
         # a planned, one-sided test (the direction is the pick's), not a search over segments
-        ok = z * np.sign(np.nan_to_num(log_best)) >= norm_isf(alpha)
+        ok = z * np.sign(np.nan_to_num(log_best)) >= sig.one_sided_z(alpha)
         ok &= np.nan_to_num(share) >= CLIMB_SHARE
         if not ok.any():
             return best

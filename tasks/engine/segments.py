@@ -11,13 +11,11 @@ from typing import Any
 import numpy as np
 
 from tasks.engine.cube import Cube
-from tasks.engine.distributions import norm_isf, norm_sf
+from tasks.engine import significance as sig
 from tasks.engine.result import Segment
 from tasks.engine.search import Search, additive_leaves, ancestors, descendants
 from tasks.engine.spec import Question
 
-ALPHA = 0.05
-"""Significance level of the engine's tests (the change, the search, each segment)."""
 MAX_DRIVERS = 15
 
 
@@ -95,7 +93,7 @@ def _segment(cube: Cube, contrib: dict[str, np.ndarray], i: int, p: float) -> Se
         mix=_num(contrib["mix"][i]) if kind == "ratio" else None,
         effect=_effect(cube, i, contrib, kind),  # type: ignore[arg-type]
         p_value=p,
-        significant=p < ALPHA,
+        significant=sig.significant(p),
         baseline_volume=float(cube.seg["rowsb"][i]),
         comparison_volume=float(cube.seg["rowsc"][i]),
     )
@@ -134,7 +132,7 @@ def _with_mix(
     s = cube.seg
     rest_b, rest_c = cube.total["db"], cube.total["dc"]
     n_tested = max(int(eligible.sum()), 1)
-    z_crit = float(norm_isf(ALPHA / (2 * n_tested)))
+    z_crit = sig.bonferroni_z(n_tested)
     mix, rate = contrib["mix"], contrib["rate"]
     sized = eligible & (np.abs(mix) >= 0.1 * abs(delta)) & (np.abs(mix) > np.abs(rate))
     sized &= cube.seg_mask.sum(axis=1) > 0
@@ -160,7 +158,7 @@ def _with_mix(
             if inner.size == 0:
                 break
             i = int(inner[np.argmax(np.abs(mix[inner]))])
-        p_adj = min(1.0, float(2 * norm_sf(abs(z[i]))) * n_tested)
+        p_adj = sig.adjusted(float(sig.two_sided_p(z[i])), n_tested)
         causes.append(_segment(cube, contrib, i, p_adj))
         blocked |= _related(cube, i)
         rest_b, rest_c = rest_b - s["db"][i], rest_c - s["dc"][i]
@@ -266,7 +264,7 @@ def _overlap_notes(causes: list[Segment]) -> list[str]:
 
 def _adjusted(p: float, found: Search) -> float:
     """A segment's p-value corrected for every segment searched (Bonferroni), as reported."""
-    return min(1.0, p * found.n_tested)
+    return sig.adjusted(p, found.n_tested)
 
 
 def _index_of(cube: Cube, segment: dict[str, Any]) -> int:
