@@ -298,10 +298,10 @@ def test_even_shift_moves_every_large_value_alike(data) -> None:
         assert total * (f - 1) > 0 and abs(total) >= 0.5 * abs(f - 1)
         # what the shift moved, with the least noise: active user-days, or revenue per purchase
         def measure(per: str) -> str:
-            rows = f"count(*) FILTER (WHERE per = '{per}')"
+            only = f"FILTER (WHERE per = '{per}')"
             if shift["what"] == "activity":
-                return rows
-            return f"sum(revenue) FILTER (WHERE per = '{per}') / sum(purchases) FILTER (WHERE per = '{per}')"
+                return f"count(*) {only}"
+            return f"sum(revenue) {only} / sum(purchases) {only}"
 
         for column in ("platform", "users.plan", "users.channel"):
             moves = db.con.execute(
