@@ -26,8 +26,28 @@ segment's week-over-week change in the unplanted world (measured by simulating t
 the same world again with fresh noise, :data:`REPLICATES` times) and at least 5% of the absolute
 expected total change; effect sizes, and if needed the segments, are drawn again until it is.
 
-``preaggregated`` draws one row per cell of four dimensions and per period label
-(``2024-01`` / ``2024-02`` style), with multiplicative lognormal noise per cell and period.
+The families (metric: ``sum(revenue)``, ``sum(sessions)``, ``count(*)`` or daily
+``count(distinct user_id)``, one drawn per draw, unless said otherwise):
+
+* ``k_of_n``: k of the n values of one column (1 <= k < n) move in one direction, each by its
+  own factor (-40%..-10% or +10%..+60%); the rest is flat. Answer: those k one-column segments.
+* ``mix_low`` / ``mix_high``: ``sum(purchases) / sum(sessions)``; the values of a ``users``
+  column convert differently, one value converting below (above) average gets 2-3x its share of
+  sessions, and no value's own conversion changes. Answer: that value, effect ``mix``.
+* ``overlapping``: ``A=a & B=b`` and ``A=a & C=c`` move, each by its own factor, one direction
+  (their overlap by both). Answer: the two segments.
+* ``two_plus_one``: a two-column segment and a one-column segment on a third column, each its
+  own factor and direction. Answer: the two segments.
+* ``even_shift``: everything moves by one factor (-30%..-8% or +8%..+30%). Answer: no root
+  cause, a global shift, a significant change.
+* ``noise_only``: nothing moves. Answer: no root cause, no global shift.
+* ``offsetting``: two one-column segments move in opposite directions, the net expected change
+  at most 30% of the gross. Answer: the two segments.
+* ``preaggregated``: one row per cell of four dimensions (about 1,000-9,000 cells) and period
+  label (``2024-01`` / ``2024-02`` style), ``sum(revenue)`` or ``sum(revenue) / sum(orders)``,
+  lognormal noise (sigma 0.03-0.1) per cell and period; 1-2 causes of one or two columns, and
+  in half the draws an even shift of everything by 3%..10% too. Answer: the causes, and a
+  global shift exactly when one was planted.
 
 Scoring: the reported root causes, as sets of ``(column, value)`` pairs, must equal the planted
 ones one to one; a reported cause matches a planted one when its segment or one of its aliases
