@@ -31,7 +31,9 @@ from tasks.engine.result import (
     PeriodValue,
     Segment,
 )
+from tasks.engine.select import choose
 from tasks.engine.search import (
+    Groups,
     Leaves,
     Search,
     additive_leaves,
@@ -247,15 +249,20 @@ def _explained(
     # by explanatory power and asks each cause to carry a fifth of what is left unexplained.
     style = RATIO_SEARCH if kind == "ratio" else ADDITIVE_SEARCH
     found = search(cube, leaves, eligible=eligible, alpha=sig.ALPHA, **style)
-    change = _localized(change, found, eligible)
+    groups = Groups(cube)
+    found = choose(cube, groups, found, eligible)
     contrib = _contributions(cube, kind)
-    causes = [
-        _segment(cube, contrib, p.seg, _adjusted(p.p_value, found))
-        for p in found.picks
-        if p.seg != 0
-    ]
+    causes = _rate_causes(cube, contrib, found)
     if kind == "ratio":
-        causes = _with_mix(cube, q, contrib, causes, eligible, totals)
+        mixed = _with_mix(cube, q, contrib, list(causes), eligible, totals, days)
+        if len(mixed) > len(causes) and any(p.seg == 0 for p in found.picks):
+            # the rate's even shift is not the whole story once a mix cause is named: it is
+            # weighed again as "everything but the causes", like any segment
+            found = choose(cube, groups, found, eligible, even_alone=False)
+            causes = _rate_causes(cube, contrib, found)
+            mixed = _with_mix(cube, q, contrib, list(causes), eligible, totals, days)
+        causes = mixed
+    change = _localized(change, found, eligible)
     delta = totals["comparison"] - totals["baseline"] if _finite(totals) else None
     global_shift = _global_shift(cube, found, kind, delta, change.significant)
     if not change.significant:
@@ -334,6 +341,14 @@ def _explained(
         for name in (c.segment, *c.aliases)
     }
     return Analysis(explanation, cube, contrib, found, delta, cause_p)
+
+
+def _rate_causes(cube: Cube, contrib: dict[str, np.ndarray], found: Search) -> list[Segment]:
+    return [
+        _segment(cube, contrib, p.seg, _adjusted(p.p_value, found))
+        for p in found.picks
+        if p.seg != 0
+    ]
 
 
 def _screening_notes(dims: list[str], sc: screen_mod.Screening) -> list[str]:

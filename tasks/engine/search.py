@@ -61,6 +61,9 @@ class Leaves:
     phi: np.ndarray
     # how much wider the leaves' noise tail is than a normal law's (1: normal)
     tail: float = 1.0
+    # the part of ``P`` that is the expectation's own noise (the baseline's, in the
+    # comparison's units): a leaf expected at ``k f`` has variance ``P + (k^2 - 1) Pb``
+    Pb: np.ndarray | None = None
 
 
 @dataclass
@@ -90,6 +93,8 @@ class Search:
     notes: list[str] = field(default_factory=list)
     # per segment once the picks are fitted: observed, fitted and noise variance
     fit: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    # the chosen story's score (tasks.engine.select), once stories are compared
+    score: float | None = None
 
 
 def weighted_median(x: np.ndarray, w: np.ndarray) -> float:
@@ -236,6 +241,7 @@ def additive_leaves(leaf: dict[str, np.ndarray], days: tuple[float, float] | Non
     b, c = leaf["nb"], leaf["nc"]
     overall = c.sum() / b.sum() if b.sum() > 0 else 1.0
     P = _floor(leaf["qnc"] + overall**2 * leaf["qnb"])
+    Pb = np.minimum(overall**2 * leaf["qnb"], P)
     r = c - b * overall
     V = None
     if days and "vnb" in leaf:
@@ -245,7 +251,9 @@ def additive_leaves(leaf: dict[str, np.ndarray], days: tuple[float, float] | Non
     phi = _dispersion(r, P, b + c)
     if V is not None:
         phi = _day_dispersion(V, P, leaf, b + c, phi)
-    return Leaves(f=b.copy(), v=c.copy(), P=P, g=overall - 1.0, phi=phi, tail=_tail(r, P, phi))
+    return Leaves(
+        f=b.copy(), v=c.copy(), P=P, g=overall - 1.0, phi=phi, tail=_tail(r, P, phi), Pb=Pb
+    )
 
 
 def ratio_leaves(
@@ -259,16 +267,31 @@ def ratio_leaves(
     f = dc * rb
     overall = nc.sum() / f.sum() if f.sum() > 0 else 1.0
     g = overall - 1.0
-    qc = np.maximum(leaf["qnc"] - 2 * rc * leaf["qndc"] + rc**2 * leaf["qdc"], 0.0)
-    qb = np.maximum(leaf["qnb"] - 2 * rb * leaf["qndb"] + rb**2 * leaf["qdb"], 0.0)
+    # each row's spread around the leaf's rate over both periods (the rate "nothing changed"
+    # expects): a period's own rate fits its few rows too well (a leaf without purchases in one
+    # period had no spread there at all); one degree of freedom goes to that rate
+    both = db + dc
+    rate = total["nb"] / total["db"] if total["db"] else 0.0
+    rp = np.where(both > 0, (nb + nc) / np.where(both > 0, both, 1.0), rate)
+    qc = np.maximum(leaf["qnc"] - 2 * rp * leaf["qndc"] + rp**2 * leaf["qdc"], 0.0)
+    qb = np.maximum(leaf["qnb"] - 2 * rp * leaf["qndb"] + rp**2 * leaf["qdb"], 0.0)
     scale = np.where(db > 0, dc / np.where(db > 0, db, 1.0), 0.0)
     P = qc + scale**2 * qb
+    if "rowsb" in leaf:
+        rows = leaf["rowsb"] + leaf["rowsc"]
+        dof = np.where(rows > 1, rows / np.maximum(rows - 1, 1), 1.0)
+        P = P * dof
     # one row per leaf and period (pre-aggregated data): no row-level spread to measure (the
     # spread above is zero but for rounding), so count-like (Poisson) noise on the numerator
     # stands in; the dispersion rescales it
     poisson = np.abs(nc) + scale**2 * np.abs(nb)
     single = (leaf["rowsb"] <= 1) & (leaf["rowsc"] <= 1) if "rowsb" in leaf else P <= 0
-    P = _floor(np.where(single | (P <= 1e-9 * poisson), poisson, P))
+    counted = single | (P <= 1e-9 * poisson)
+    Pb = np.where(counted, scale**2 * np.abs(nb), scale**2 * qb)
+    if "rowsb" in leaf:
+        Pb = Pb * np.where(counted, 1.0, dof)
+    P = _floor(np.where(counted, poisson, P))
+    Pb = np.minimum(Pb, P)
     r = nc - f * _typical_factor(nc, f)
     V = None
     if days:
@@ -285,7 +308,7 @@ def ratio_leaves(
     phi = _dispersion(r, P, f + nc)
     if V is not None:
         phi = _day_dispersion(V, P, leaf, f + nc, phi)
-    return Leaves(f=f, v=nc.copy(), P=P, g=g, phi=phi, tail=_tail(r, P, phi))
+    return Leaves(f=f, v=nc.copy(), P=P, g=g, phi=phi, tail=_tail(r, P, phi), Pb=Pb)
 
 
 def _typical_factor(v: np.ndarray, f: np.ndarray) -> float:

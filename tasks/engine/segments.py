@@ -111,58 +111,53 @@ def _with_mix(
     causes: list[Segment],
     eligible: np.ndarray,
     totals: dict[str, float | None],
+    days: tuple[float, float] | None = None,
 ) -> list[Segment]:
-    """Ratio metrics: add segments whose share of the denominator moved enough to matter.
+    """Ratio metrics: add the segments whose share of the denominator moved and carried the
+    change (mix causes).
 
-    A candidate's share of the denominator moved beyond the noise (its denominator against the
-    overall growth, quasi-Poisson, Bonferroni over the segments searched), and the mix part of
-    its Shapley contribution carries at least a tenth of the change and outweighs its rate part.
-    Candidates are taken by the size of that mix part; a segment whose mix sits almost wholly
-    (90%) in one sub-segment gives way to it, and a taken segment's ancestors and descendants
-    are not taken again: one shift, named once, at the level that carries it.
+    Which segments' volume moved is itself a story, chosen as the rate's is
+    (:func:`tasks.engine.select.choose` over the denominator's leaves, an even growth of
+    everything allowed): a channel whose sessions tripled is one segment of that story, not its
+    slices by plan or platform. A segment of the volume story is a mix cause when the mix part
+    of its contribution carries at least :data:`MIX_SHARE` of the change and outweighs its rate
+    part; one already named for its rate, or inside or above one, is not named again.
     """
+    from tasks.engine.search import Groups, search
+    from tasks.engine.select import choose
+
     if not _finite(totals):
         return causes
     delta = totals["comparison"] - totals["baseline"]  # type: ignore[operator]
     if delta == 0:
         return causes
     leaf = cube.leaf
-    den = {"nb": leaf["db"], "nc": leaf["dc"], "qnb": leaf["qdb"], "qnc": leaf["qdc"]}
-    phi = float(np.median(additive_leaves(den).phi))
-    s = cube.seg
-    rest_b, rest_c = cube.total["db"], cube.total["dc"]
-    n_tested = max(int(eligible.sum()), 1)
-    z_crit = sig.bonferroni_z(n_tested)
+    den = {k: leaf[k.replace("n", "d", 1)] for k in ("nb", "nc", "qnb", "qnc")}
+    for k in ("rowsb", "rowsc", "cellsb", "cellsc"):
+        if k in leaf:
+            den[k] = leaf[k]
+    if days is not None and "vdb" in leaf:
+        den.update(vnb=leaf["vdb"], vnc=leaf["vdc"])
+    volume = additive_leaves(den, days)
+    found = search(cube, volume, eligible=eligible)
+    found = choose(cube, Groups(cube), found, eligible)
     mix, rate = contrib["mix"], contrib["rate"]
-    sized = eligible & (np.abs(mix) >= 0.1 * abs(delta)) & (np.abs(mix) > np.abs(rate))
-    sized &= cube.seg_mask.sum(axis=1) > 0
-    blocked = np.zeros(len(sized), dtype=bool)
+    blocked = np.zeros(len(mix), dtype=bool)
     for c in causes:  # a segment already named for its rate is not named again for its mix
-        i = _index_of(cube, c.segment)
+        blocked |= _related(cube, _index_of(cube, c.segment))
+    for pick in sorted(found.picks, key=lambda p: -abs(float(mix[p.seg]))):
+        i = pick.seg
+        if i == 0 or blocked[i]:
+            continue
+        if abs(mix[i]) < MIX_SHARE * abs(delta) or abs(mix[i]) <= abs(rate[i]):
+            continue
+        causes.append(_segment(cube, contrib, i, sig.adjusted(pick.p_value, found.n_tested)))
         blocked |= _related(cube, i)
-        rest_b, rest_c = rest_b - s["db"][i], rest_c - s["dc"][i]
-    while True:
-        # shares are zero-sum: once a segment's growth is named, the others are measured
-        # against the growth of what is left, so their shrinking shares are not named too
-        growth = rest_c / rest_b if rest_b > 0 else 1.0
-        var = phi * (s["qdc"] + growth**2 * s["qdb"])
-        z = (s["dc"] - growth * s["db"]) / np.sqrt(np.maximum(var, 1e-300))
-        cand = sized & (np.abs(z) >= z_crit)
-        open_ = np.flatnonzero(cand & ~blocked)
-        if open_.size == 0:
-            break
-        i = int(open_[np.argmax(np.abs(mix[open_]))])
-        while True:  # descend while one sub-segment carries nearly all of the mix
-            inner = np.flatnonzero(cand & descendants(cube, i) & ~blocked)
-            inner = inner[(inner != i) & (np.abs(mix[inner]) >= 0.9 * abs(mix[i]))]
-            if inner.size == 0:
-                break
-            i = int(inner[np.argmax(np.abs(mix[inner]))])
-        p_adj = sig.adjusted(float(sig.two_sided_p(z[i])), n_tested)
-        causes.append(_segment(cube, contrib, i, p_adj))
-        blocked |= _related(cube, i)
-        rest_b, rest_c = rest_b - s["db"][i], rest_c - s["dc"][i]
     return causes
+
+
+MIX_SHARE = 0.1
+"""The least share of the change a mix cause carries through its mix part."""
 
 
 SAME_ROWS = 0.99
@@ -292,20 +287,18 @@ def _global_shift(
     delta: float | None,
     significant: bool,
 ) -> Segment | None:
-    """The even move of everything: what remains once the named segments are taken out.
-
-    Reported when the change is significant and at least half of it is left over after the
-    root causes, so no segment stood out for it: it hit everything alike. Whether it is the
-    data's doing (missing or repeated days) is decided by ``assign_data_quality``.
+    """The even move of everything the named segments leave, when the chosen story has one
+    (:mod:`tasks.engine.select`) and the change is significant. Whether it is the data's doing
+    (missing or repeated days) is decided by ``assign_data_quality``.
     """
     if not significant or not delta:
         return None
     pick = next((p for p in found.picks if p.seg == 0), None)
-    part = float(found.remainder) + (pick.observed - pick.expected if pick else 0.0)
+    if pick is None:
+        return None
+    part = float(found.remainder) + pick.observed - pick.expected
     if kind == "ratio":
         part /= max(cube.total["dc"], 1e-300)
-    if pick is None and (part * delta <= 0 or abs(part) < 0.5 * abs(delta)):
-        return None
     return Segment(
         segment={},
         contribution=part,

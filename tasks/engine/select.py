@@ -1,0 +1,390 @@
+"""Whole explanations weighed against each other: the story with the lowest penalized misfit.
+
+An explanation (a *story*) is a set of segments, each moved by a factor of its own, and
+optionally an even move of everything the segments leave (the *even shift*). Its fit sets every
+leaf's expected comparison value: leaves of one segment move by that segment's factor, leaves of
+several by the product of their factors, leaves of none by the even shift or not at all. The
+factors are fitted jointly (by coordinate descent where segments overlap), each with a spread
+of its own leaves around it (:func:`_factor`). Its score is the leaves' misfit in noise units plus a price per segment::
+
+    score = sum_i (v_i - fit_i)^2 / (phi_i P_i)  +  sum_{S in story} z_S^2
+
+``phi_i P_i`` is the leaf's noise variance (the quasi-Poisson model the search measures) and
+``z_S`` the bound segment ``S`` must clear to be named (Bonferroni over the segments searched,
+widened for a heavy noise tail; :func:`tasks.engine.significance.segment_bound`). A segment is
+worth its place exactly when it removes more misfit than a segment found by chance among all
+those searched could: the penalty is the risk-inflation criterion (``2 log p`` per parameter),
+whose threshold is the Bonferroni bound the engine already reports.
+
+The stories compared start from the forward search's picks, from those picks without the even
+shift, from the even shift alone and from nothing; each is improved by single moves (add a
+segment, drop one, replace one by its parent or one of its children) while the score falls. The
+lowest score wins, so "an even shift plus exceptions" competes with "these segments, the rest
+flat", a parent with its slices, and two overlapping causes with one cause and its slices.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tasks.engine import significance as sig
+from tasks.engine.cube import Cube
+from tasks.engine.search import Groups, Pick, Search, _members, ancestors, descendants
+
+FIT_ROUNDS = 8
+MAX_MOVES = 40
+
+
+@dataclass
+class Fit:
+    """A story's fit: the leaves' expected values, the segments' factors and the score."""
+
+    segs: tuple[int, ...]
+    even: bool
+    fitted: np.ndarray
+    factors: list[float]
+    even_factor: float
+    misfit: float
+    score: float
+
+
+class Stories:
+    """Fits and scores stories over one cube's leaves."""
+
+    def __init__(
+        self,
+        cube: Cube,
+        groups: Groups,
+        found: Search,
+        eligible: np.ndarray,
+        *,
+        even_alone: bool = True,
+    ) -> None:
+        self.cube, self.groups, self.found = cube, groups, found
+        lv = found.leaves
+        self.f0, self.v = lv.f, lv.v
+        # each leaf's noise variance when nothing changed (``w``), and the part of it that is
+        # the expectation's own noise (``wb``, the baseline's): at factor ``k`` the leaf's
+        # variance is ``w + (k^2 - 1) wb`` (the expectation is scaled with its noise)
+        self.w = np.maximum(lv.phi * lv.P, 1e-300)
+        self.wb = lv.phi * lv.Pb if lv.Pb is not None else np.zeros_like(self.w)
+        crit = found.seg_crit if found.seg_crit is not None else np.full(len(eligible), 1.0)
+        self.price = np.asarray(crit, dtype=np.float64) ** 2
+        self.eligible = eligible
+        self.even_alone = even_alone
+        self.depth = cube.seg_mask.sum(axis=1)
+        self._members: dict[int, np.ndarray] = {}
+        self._fits: dict[tuple[tuple[int, ...], bool], Fit] = {}
+        self._weakest: dict[tuple[tuple[int, ...], bool], int | None] = {}
+
+    def members(self, seg: int) -> np.ndarray:
+        got = self._members.get(seg)
+        if got is None:
+            got = _members(self.groups, seg)
+            self._members[seg] = got
+        return got
+
+    def fit(self, segs: tuple[int, ...], even: bool) -> Fit:
+        """Fit and score a story (cached by its segments and even shift)."""
+        key = (tuple(sorted(segs)), even)
+        got = self._fits.get(key)
+        if got is not None:
+            return got
+        segs = key[0]
+        f0, v, w, wb = self.f0, self.v, self.w, self.wb
+        idxs = [self.members(s) for s in segs]
+        factors, pre = _factors(f0, v, idxs)
+        m = np.ones_like(f0)
+        covered = np.zeros(len(f0), dtype=bool)
+        new = np.zeros(len(f0), dtype=bool)  # leaves of a segment that had nothing before
+        for idx, k in zip(idxs, factors, strict=True):
+            covered[idx] = True
+            if np.isfinite(k):
+                m[idx] *= k
+            else:
+                new[idx] = True
+        fitted = f0 * m
+        fitted[new] = v[new]
+        rest = ~covered
+        F = float(fitted[rest].sum())
+        g = float(v[rest].sum()) / F if even and F > 0 else 1.0
+        fitted[rest] *= g
+        # the leaves' variance at their factor (the expectation scaled with its own noise)
+        plain = w.copy()
+        for idx, k in zip(idxs, factors, strict=True):
+            if np.isfinite(k):
+                plain[idx] = np.maximum(w[idx] + (k * k - 1) * wb[idx], 1e-300)
+        plain[rest] = np.maximum(w[rest] + (g * g - 1) * wb[rest], 1e-300)
+        # the noise model's own misfit: a spread of every leaf, measured on what no segment
+        # holds, free (it is there in every story); a segment is credited only for what it
+        # explains beyond it
+        t_noise = _spread(fitted[rest], v[rest], plain[rest], 0.0)
+        at_k = plain.copy()  # the variance of the fit alone: the log of what spreads add is paid
+        plain += t_noise * fitted**2
+        var = plain.copy()
+        spreads = 0
+        for j, idx in enumerate(idxs):
+            if np.isfinite(factors[j]):
+                move = (factors[j] - 1.0) * pre[j]  # the segment's move, leaf by leaf
+                t2 = _spread(fitted[idx], v[idx], plain[idx], float(self.price[segs[j]]), move)
+                var[idx] += t2 * move**2
+                spreads += t2 > 0
+        misfit = float(((v - fitted) ** 2 / var).sum() + np.log(var / at_k).sum())
+        price = float(self.price[list(segs)].sum()) * (1 if segs else 0)
+        price += sum(
+            float(self.price[s])
+            for j, s in enumerate(segs)
+            if np.isfinite(factors[j]) and (var[idxs[j]] > plain[idxs[j]]).any()
+        )
+        if even:
+            # alone, the even shift is the planned test of the change as a whole; beside named
+            # segments it is "everything but them", a segment the data chose like any other
+            price += EVEN_PRICE if self.even_alone and not segs else float(self.price[0])
+        out = Fit(segs, even, fitted, factors, g, misfit, misfit + price)
+        self._fits[key] = out
+        return out
+
+    def weakest(self, fit: Fit) -> int | None:
+        """The member of a story (``0`` for its even shift) whose move given the others is
+        furthest inside its bound, or None when every member clears it: a segment in a story
+        must be significant by its own total given the rest of the story (the test the report
+        gives it), whatever misfit its leaves remove."""
+        key = (fit.segs, fit.even)
+        if key in self._weakest:
+            return self._weakest[key]
+        worst, out = 1.0, None
+        for s in fit.segs:
+            idx = self.members(s)
+            without = self.fit(tuple(x for x in fit.segs if x != s), fit.even)
+            z = abs(float(self.v[idx].sum() - without.fitted[idx].sum()))
+            z /= float(np.sqrt(max(self.w[idx].sum(), 1e-300)))
+            if z / self.price[s] ** 0.5 < worst:
+                worst, out = z / self.price[s] ** 0.5, s
+        if fit.even:
+            rest = np.ones(len(self.v), dtype=bool)
+            for s in fit.segs:
+                rest[self.members(s)] = False
+            flat = self.fit(fit.segs, False)
+            z = abs(float(self.v[rest].sum() - flat.fitted[rest].sum()))
+            z /= float(np.sqrt(max(self.w[rest].sum(), 1e-300)))
+            bound = EVEN_PRICE if self.even_alone and not fit.segs else float(self.price[0])
+            if z / bound**0.5 < worst:
+                out = 0
+        self._weakest[key] = out
+        return out
+
+    def add_gains(self, fit: Fit, open_: np.ndarray) -> np.ndarray:
+        """For each open segment: the misfit removed by moving its leaves by its own factor on
+        top of ``fit`` (``-inf`` where not open), without a spread of its own, in one pass per
+        cuboid: with ``k`` its factor and ``a``, ``b`` the fit's squared and fit-times-observed
+        sums in noise units, ``2 (k - 1) b - (k^2 - 1) a``."""
+        v, fitted, w = self.v, fit.fitted, self.w
+        n = len(self.cube.seg_mask)
+        out = np.full(n, -np.inf)
+        if not open_.any():
+            return out
+        a = self.groups.sums(fitted * fitted / w, n)
+        b = self.groups.sums(v * fitted / w, n)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            k = self.groups.sums(v, n) / self.groups.sums(fitted, n)
+            gain = 2 * (k - 1) * b - (k * k - 1) * a
+        ok = open_ & np.isfinite(gain)
+        out[ok] = gain[ok]
+        return out
+
+
+EVEN_PRICE = sig.bonferroni_z(1) ** 2
+"""The price of an even shift alone: one planned test (the change as a whole), not one of many."""
+SPREAD_GRID = np.concatenate([[0.0], np.logspace(-4, 2, 31)])
+
+
+def _factors(
+    f0: np.ndarray, v: np.ndarray, idxs: list[np.ndarray]
+) -> tuple[list[float], list[np.ndarray]]:
+    """Each segment's factor (its fitted sum is its observed sum: the maximum-likelihood factor
+    of counts), jointly by coordinate descent where segments overlap (a leaf of several moves
+    by the product of their factors); ``inf`` for a segment that had nothing before. Also each
+    segment's leaves as expected before its own factor."""
+    factors = [1.0] * len(idxs)
+    pre = [f0[idx] for idx in idxs]
+    overlap = bool(idxs) and sum(len(i) for i in idxs) > len(np.unique(np.concatenate(idxs)))
+    for _ in range(FIT_ROUNDS if overlap else 1):
+        for j, idx in enumerate(idxs):
+            others = np.ones(len(idx))
+            if overlap:
+                for i, jdx in enumerate(idxs):
+                    if i != j and np.isfinite(factors[i]):
+                        others[np.isin(idx, jdx, assume_unique=True)] *= factors[i]
+            fi = f0[idx] * others
+            F = float(fi.sum())
+            factors[j] = float(v[idx].sum()) / F if F > 0 else np.inf
+            pre[j] = fi
+    return factors, pre
+
+
+def _spread(
+    fitted: np.ndarray,
+    v: np.ndarray,
+    var: np.ndarray,
+    price: float,
+    scale: np.ndarray | None = None,
+) -> float:
+    """The most likely relative spread ``t2`` of leaves around their fit: ``v`` is normal about
+    ``fitted`` with variance ``var + t2 scale^2``, over a grid of spreads, each paying the log
+    of the variance it adds and ``price`` if not zero. ``scale`` is ``fitted`` for the noise's
+    own spread, and a segment's move for a segment's: its leaves moved by its factor give or
+    take a share of that move.
+
+    A segment's leaves rarely all move by one factor; without a spread of its own, every slice
+    of a cause whose leaves moved unevenly would pass for one more cause. Proportional to the
+    move, the spread cannot make a cause of a segment whose total did not move."""
+    if v.size == 0:
+        return 0.0
+    s2 = (fitted if scale is None else scale) ** 2
+    grid = var[None, :] + SPREAD_GRID[:, None] * s2[None, :]
+    cost = ((v - fitted)[None, :] ** 2 / grid).sum(axis=1) + np.log(grid / var[None, :]).sum(axis=1)
+    cost[1:] += price  # SPREAD_GRID[0] is no spread
+    return float(SPREAD_GRID[int(np.argmin(cost))])
+
+
+def choose(
+    cube: Cube, groups: Groups, found: Search, eligible: np.ndarray, *, even_alone: bool = True
+) -> Search:
+    """The story of lowest score (see the module), as the search's picks. ``even_alone=False``
+    prices an even shift as a searched segment even with no segment beside it (other causes
+    are named elsewhere: a ratio's mix causes)."""
+    st = Stories(cube, groups, found, eligible, even_alone=even_alone)
+    picked = tuple(p.seg for p in found.picks if p.seg != 0)
+    starts = {(picked, True), (picked, False), ((), True), ((), False)}
+    best: Fit | None = None
+    for segs, even in sorted(starts):
+        got = _admissible(st, _improve(st, st.fit(segs, even)))
+        if best is None or got.score < best.score - 1e-9 or (
+            abs(got.score - best.score) <= 1e-9 and _simpler(got, best)
+        ):
+            best = got
+    assert best is not None
+    return _as_search(st, found, best)
+
+
+def _simpler(a: Fit, b: Fit) -> bool:
+    return (len(a.segs) + a.even, a.even) < (len(b.segs) + b.even, b.even)
+
+
+def _improve(st: Stories, cur: Fit) -> Fit:
+    """Single moves while the score falls: the best of adding a segment, dropping one, and
+    replacing one by its parent or a child. The even shift stays as the story started: stories
+    with it and without it are improved apart and compared at the end."""
+    for _ in range(MAX_MOVES):
+        options: list[Fit] = []
+        taken = np.zeros(len(st.eligible), dtype=bool)
+        for s in cur.segs:
+            taken |= descendants(st.cube, s) | ancestors(st.cube, s)
+        open_ = st.eligible & ~taken
+        open_[0] = False
+        gains = st.add_gains(cur, open_)
+        # the strongest few by gain, fitted in full (overlaps and the even shift refit)
+        order = np.argsort(-gains)[:3]
+        for s in order:
+            if np.isfinite(gains[s]) and gains[s] > st.price[s]:
+                options.append(st.fit((*cur.segs, int(s)), cur.even))
+        for j, s in enumerate(cur.segs):
+            rest = cur.segs[:j] + cur.segs[j + 1 :]
+            options.append(st.fit(rest, cur.even))
+            for r in _neighbours(st, s, cur):
+                options.append(st.fit((*rest, r), cur.even))
+        better = [o for o in options if o.score < cur.score - 1e-9 and st.weakest(o) is None]
+        if not better:
+            break
+        cur = min(better, key=lambda o: (o.score, len(o.segs) + o.even))
+    return cur
+
+
+def _admissible(st: Stories, cur: Fit) -> Fit:
+    """Drop the weakest member while some member is not significant given the others, and
+    improve again."""
+    for _ in range(MAX_MOVES):
+        weak = st.weakest(cur)
+        if weak is None:
+            return cur
+        if weak == 0:
+            cur = st.fit(cur.segs, False)
+        else:
+            cur = st.fit(tuple(x for x in cur.segs if x != weak), cur.even)
+        cur = _improve(st, cur)
+    return cur
+
+
+def _neighbours(st: Stories, s: int, cur: Fit) -> list[int]:
+    """Segment ``s``'s parents (one column fewer) and its best children (one column more)."""
+    cube = st.cube
+    d = st.depth[s]
+    out: list[int] = []
+    if d > 1:
+        par = np.flatnonzero(ancestors(cube, s) & (st.depth == d - 1) & st.eligible)
+        out += [int(p) for p in par]
+    kids = np.flatnonzero(descendants(cube, s) & (st.depth == d + 1) & st.eligible)
+    if kids.size:
+        others = tuple(x for x in cur.segs if x != s)
+        base = st.fit(others, cur.even)
+        open_ = np.zeros(len(st.eligible), dtype=bool)
+        open_[kids] = True
+        g = st.add_gains(base, open_)[kids]
+        out += [int(k) for k in kids[np.argsort(-g)[:3]]]
+    return [x for x in out if x not in cur.segs]
+
+
+def _as_search(st: Stories, found: Search, best: Fit) -> Search:
+    """The chosen story as a search result: its picks (each with its test given the others),
+    the fitted segment sums and what the story leaves unexplained."""
+    groups, cube = st.groups, st.cube
+    n = len(cube.seg_mask)
+    VS = groups.sums(st.v, n)
+    PS = groups.sums(st.w, n)
+    picks = []
+    order = sorted(best.segs, key=lambda s: -abs(float(VS[s]) - float(st.fit(tuple(x for x in best.segs if x != s), best.even).fitted[st.members(s)].sum())))
+    for s in order:
+        without = st.fit(tuple(x for x in best.segs if x != s), best.even)
+        idx = st.members(s)
+        expected = float(without.fitted[idx].sum())
+        z = float(sig.segment_z(VS[s] - expected, PS[s]))
+        factor = best.factors[best.segs.index(s)]
+        picks.append(
+            Pick(
+                seg=int(s),
+                z=z,
+                p_value=float(sig.two_sided_p(z)),
+                gain=without.score - best.score,
+                factor=float(factor),
+                expected=expected,
+                observed=float(VS[s]),
+            )
+        )
+    if best.even:
+        covered = np.zeros(len(st.v), dtype=bool)
+        for s in best.segs:
+            covered[st.members(s)] = True
+        rest = ~covered
+        no_even = st.fit(best.segs, False)
+        expected = float(no_even.fitted[rest].sum())
+        observed = float(st.v[rest].sum())
+        z = float(sig.segment_z(observed - expected, float(st.w[rest].sum())))
+        picks.append(
+            Pick(
+                seg=0,
+                z=z,
+                p_value=float(sig.two_sided_p(z)),
+                gain=no_even.score - best.score,
+                factor=best.even_factor,
+                expected=expected,
+                observed=observed,
+            )
+        )
+    FS = groups.sums(best.fitted, n)
+    found.picks = picks
+    found.remainder = float(st.v.sum() - best.fitted.sum())
+    found.fit = (VS, FS, PS)
+    found.score = best.score
+    return found
