@@ -34,6 +34,7 @@ from tasks.engine.cube import Cube
 from tasks.engine.search import Groups, Pick, Search, _members, ancestors, descendants
 
 FIT_ROUNDS = 8
+POOL = 400
 MAX_MOVES = 40
 
 
@@ -73,11 +74,27 @@ class Stories:
         crit = found.seg_crit if found.seg_crit is not None else np.full(len(eligible), 1.0)
         self.price = np.asarray(crit, dtype=np.float64) ** 2
         self.eligible = eligible
+        # the segments a move may add: those beyond their bound at the start, the strongest
+        # first (a segment that is not significant alone can still join as a parent's or a
+        # child's replacement, see _neighbours)
+        z = np.abs(found.z)
+        pool = np.flatnonzero(eligible & (z >= np.sqrt(self.price)))
+        pool = pool[pool != 0]
+        self.pool = pool[np.argsort(-z[pool], kind="stable")][:POOL]
         self.even_alone = even_alone
         self.depth = cube.seg_mask.sum(axis=1)
         self._members: dict[int, np.ndarray] = {}
+        self._related: dict[int, np.ndarray] = {}
         self._fits: dict[tuple[tuple[int, ...], bool], Fit] = {}
         self._weakest: dict[tuple[tuple[int, ...], bool], int | None] = {}
+
+    def related(self, seg: int) -> np.ndarray:
+        """Segment ``seg``, its ancestors and its descendants (cached)."""
+        got = self._related.get(seg)
+        if got is None:
+            got = descendants(self.cube, seg) | ancestors(self.cube, seg)
+            self._related[seg] = got
+        return got
 
     def members(self, seg: int) -> np.ndarray:
         got = self._members.get(seg)
@@ -175,29 +192,29 @@ class Stories:
         self._weakest[key] = out
         return out
 
-    def add_gains(self, fit: Fit, open_: np.ndarray) -> np.ndarray:
-        """For each open segment: the misfit removed by moving its leaves by its own factor on
-        top of ``fit`` (``-inf`` where not open), without a spread of its own, in one pass per
-        cuboid: with ``k`` its factor and ``a``, ``b`` the fit's squared and fit-times-observed
-        sums in noise units, ``2 (k - 1) b - (k^2 - 1) a``."""
+    def add_gains(self, fit: Fit, ids: np.ndarray) -> np.ndarray:
+        """For segments ``ids``: the misfit removed by moving each one's leaves by its own
+        factor on top of ``fit``, without a spread of its own: with ``k`` its factor and ``a``,
+        ``b`` the fit's squared and fit-times-observed sums in noise units over its leaves,
+        ``2 (k - 1) b - (k^2 - 1) a`` (``-inf`` for a segment with nothing expected)."""
         v, fitted, w = self.v, fit.fitted, self.w
-        n = len(self.cube.seg_mask)
-        out = np.full(n, -np.inf)
-        if not open_.any():
-            return out
-        a = self.groups.sums(fitted * fitted / w, n)
-        b = self.groups.sums(v * fitted / w, n)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            k = self.groups.sums(v, n) / self.groups.sums(fitted, n)
-            gain = 2 * (k - 1) * b - (k * k - 1) * a
-        ok = open_ & np.isfinite(gain)
-        out[ok] = gain[ok]
+        out = np.full(len(ids), -np.inf)
+        for j, s in enumerate(ids):
+            idx = self.members(int(s))
+            fi, vi, wi = fitted[idx], v[idx], w[idx]
+            F = float(fi.sum())
+            if F <= 0:
+                continue
+            k = float(vi.sum()) / F
+            a = float((fi * fi / wi).sum())
+            b = float((vi * fi / wi).sum())
+            out[j] = 2 * (k - 1) * b - (k * k - 1) * a
         return out
 
 
 EVEN_PRICE = sig.bonferroni_z(1) ** 2
 """The price of an even shift alone: one planned test (the change as a whole), not one of many."""
-SPREAD_GRID = np.concatenate([[0.0], np.logspace(-4, 2, 31)])
+SPREAD_GRID = np.concatenate([[0.0], np.logspace(-4, 2, 13)])
 
 
 def _factors(
@@ -209,15 +226,25 @@ def _factors(
     segment's leaves as expected before its own factor."""
     factors = [1.0] * len(idxs)
     pre = [f0[idx] for idx in idxs]
-    overlap = bool(idxs) and sum(len(i) for i in idxs) > len(np.unique(np.concatenate(idxs)))
+    if not idxs:
+        return factors, pre
+    count = np.bincount(np.concatenate(idxs), minlength=len(f0))
+    shared = [np.flatnonzero(count[idx] > 1) for idx in idxs]  # positions within each segment
+    overlap = any(s.size for s in shared)
+    inside = [np.zeros(len(f0), dtype=bool) for _ in idxs] if overlap else []
+    for flags, idx in zip(inside, idxs if overlap else [], strict=True):
+        flags[idx] = True
     for _ in range(FIT_ROUNDS if overlap else 1):
         for j, idx in enumerate(idxs):
-            others = np.ones(len(idx))
-            if overlap:
-                for i, jdx in enumerate(idxs):
+            fi = f0[idx]
+            if shared[j].size:
+                others = np.ones(shared[j].size)
+                leaves = idx[shared[j]]
+                for i, flags in enumerate(inside):
                     if i != j and np.isfinite(factors[i]):
-                        others[np.isin(idx, jdx, assume_unique=True)] *= factors[i]
-            fi = f0[idx] * others
+                        others[flags[leaves]] *= factors[i]
+                fi = fi.copy()
+                fi[shared[j]] *= others
             F = float(fi.sum())
             factors[j] = float(v[idx].sum()) / F if F > 0 else np.inf
             pre[j] = fi
@@ -281,15 +308,13 @@ def _improve(st: Stories, cur: Fit) -> Fit:
         options: list[Fit] = []
         taken = np.zeros(len(st.eligible), dtype=bool)
         for s in cur.segs:
-            taken |= descendants(st.cube, s) | ancestors(st.cube, s)
-        open_ = st.eligible & ~taken
-        open_[0] = False
-        gains = st.add_gains(cur, open_)
+            taken |= st.related(s)
+        ids = st.pool[~taken[st.pool]]
+        gains = st.add_gains(cur, ids)
         # the strongest few by gain, fitted in full (overlaps and the even shift refit)
-        order = np.argsort(-gains)[:3]
-        for s in order:
-            if np.isfinite(gains[s]) and gains[s] > st.price[s]:
-                options.append(st.fit((*cur.segs, int(s)), cur.even))
+        for j in np.argsort(-gains)[:3]:
+            if np.isfinite(gains[j]) and gains[j] > st.price[ids[j]]:
+                options.append(st.fit((*cur.segs, int(ids[j])), cur.even))
         for j, s in enumerate(cur.segs):
             rest = cur.segs[:j] + cur.segs[j + 1 :]
             options.append(st.fit(rest, cur.even))
@@ -329,9 +354,7 @@ def _neighbours(st: Stories, s: int, cur: Fit) -> list[int]:
     if kids.size:
         others = tuple(x for x in cur.segs if x != s)
         base = st.fit(others, cur.even)
-        open_ = np.zeros(len(st.eligible), dtype=bool)
-        open_[kids] = True
-        g = st.add_gains(base, open_)[kids]
+        g = st.add_gains(base, kids)
         out += [int(k) for k in kids[np.argsort(-g)[:3]]]
     return [x for x in out if x not in cur.segs]
 
