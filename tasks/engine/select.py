@@ -1,26 +1,16 @@
 """Whole explanations weighed against each other: the story with the lowest penalized misfit.
 
-An explanation (a *story*) is a set of segments, each moved by a factor of its own, and
-optionally an even move of everything the segments leave (the *even shift*). Its fit sets every
-leaf's expected comparison value: leaves of one segment move by that segment's factor, leaves of
-several by the product of their factors, leaves of none by the even shift or not at all. The
-factors are fitted jointly (by coordinate descent where segments overlap), each with a spread
-of its own leaves around it (:func:`_factor`). Its score is the leaves' misfit in noise units plus a price per segment::
+A story is a set of segments, each moved by a factor of its own (leaves of several by the
+product of their factors, fitted jointly), each with a spread of its leaves around that factor,
+and optionally an even shift of everything the segments leave. Its score is the leaves' negative
+log-likelihood under that fit plus a price per parameter: ``z_S^2`` for a segment (the Bonferroni
+bound it must clear, widened for a heavy noise tail; the risk-inflation criterion) and again for
+its spread; an even shift alone is one planned test (the 5% bound), beside segments it is priced
+as one. Every member must also be significant by its own total given the rest of the story.
 
-    score = sum_i (v_i - fit_i)^2 / (phi_i P_i)  +  sum_{S in story} z_S^2
-
-``phi_i P_i`` is the leaf's noise variance (the quasi-Poisson model the search measures) and
-``z_S`` the bound segment ``S`` must clear to be named (Bonferroni over the segments searched,
-widened for a heavy noise tail; :func:`tasks.engine.significance.segment_bound`). A segment is
-worth its place exactly when it removes more misfit than a segment found by chance among all
-those searched could: the penalty is the risk-inflation criterion (``2 log p`` per parameter),
-whose threshold is the Bonferroni bound the engine already reports.
-
-The stories compared start from the forward search's picks, from those picks without the even
-shift, from the even shift alone and from nothing; each is improved by single moves (add a
-segment, drop one, replace one by its parent or one of its children) while the score falls. The
-lowest score wins, so "an even shift plus exceptions" competes with "these segments, the rest
-flat", a parent with its slices, and two overlapping causes with one cause and its slices.
+Stories start from the forward search's picks (with and without the even shift), from the even
+shift alone and from nothing, and improve by single moves (add, drop, replace by a parent or a
+child) while the score falls; the lowest score wins. ``docs/method.md`` states the criterion.
 """
 
 from __future__ import annotations
@@ -134,12 +124,7 @@ class Stories:
             if np.isfinite(k):
                 plain[idx] = np.maximum(w[idx] + (k * k - 1) * wb[idx], 1e-300)
         plain[rest] = np.maximum(w[rest] + (g * g - 1) * wb[rest], 1e-300)
-        # the noise model's own misfit: a spread of every leaf, measured on what no segment
-        # holds, free (it is there in every story); a segment is credited only for what it
-        # explains beyond it
-        t_noise = _spread(fitted[rest], v[rest], plain[rest], 0.0)
-        at_k = plain.copy()  # the variance of the fit alone: the log of what spreads add is paid
-        plain += t_noise * fitted**2
+        at_k = plain  # the variance of the fit alone: the log of what spreads add is paid
         var = plain.copy()
         spreads = 0
         for j, idx in enumerate(idxs):
