@@ -269,10 +269,11 @@ def ratio_leaves(
     g = overall - 1.0
     # each row's spread around the leaf's rate over both periods (the rate "nothing changed"
     # expects): a period's own rate fits its few rows too well (a leaf without purchases in one
-    # period had no spread there at all); one degree of freedom goes to that rate
+    # period had no spread there at all); one degree of freedom goes to that rate. A leaf new in
+    # the comparison is expected at the baseline's overall rate, and spreads around it
     both = db + dc
     rate = total["nb"] / total["db"] if total["db"] else 0.0
-    rp = np.where(both > 0, (nb + nc) / np.where(both > 0, both, 1.0), rate)
+    rp = np.where(db > 0, (nb + nc) / np.where(both > 0, both, 1.0), rate)
     qc = np.maximum(leaf["qnc"] - 2 * rp * leaf["qndc"] + rp**2 * leaf["qdc"], 0.0)
     qb = np.maximum(leaf["qnb"] - 2 * rp * leaf["qndb"] + rp**2 * leaf["qdb"], 0.0)
     scale = np.where(db > 0, dc / np.where(db > 0, db, 1.0), 0.0)
