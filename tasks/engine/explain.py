@@ -254,14 +254,7 @@ def _explained(
     contrib = _contributions(cube, kind)
     causes = _rate_causes(cube, contrib, found)
     if kind == "ratio":
-        mixed = _with_mix(cube, q, contrib, list(causes), eligible, totals, days)
-        if len(mixed) > len(causes) and any(p.seg == 0 for p in found.picks):
-            # the rate's even shift is not the whole story once a mix cause is named: it is
-            # weighed again as "everything but the causes", like any segment
-            found = choose(cube, groups, found, eligible, even_alone=False)
-            causes = _rate_causes(cube, contrib, found)
-            mixed = _with_mix(cube, q, contrib, list(causes), eligible, totals, days)
-        causes = mixed
+        causes = _with_mix(cube, q, contrib, causes, eligible, totals, days)
     change = _localized(change, found, eligible)
     delta = totals["comparison"] - totals["baseline"] if _finite(totals) else None
     global_shift = _global_shift(cube, found, kind, delta, change.significant)

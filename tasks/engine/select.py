@@ -5,8 +5,7 @@ product of their factors, fitted jointly), each with a spread of its leaves arou
 and optionally an even shift of everything the segments leave. Its score is the leaves' negative
 log-likelihood under that fit plus a price per parameter: ``z_S^2`` for a segment (the Bonferroni
 bound it must clear, widened for a heavy noise tail; the risk-inflation criterion) and again for
-its spread; an even shift alone is one planned test (the 5% bound), beside segments it is priced
-as one. Every member must also be significant by its own total given the rest of the story.
+its spread; the even shift is the whole population, priced as any segment. Every member must also be significant by its own total given the rest of the story.
 
 Stories start from the forward search's picks (with and without the even shift), from the even
 shift alone and from nothing, and improve by single moves (add, drop, replace by a parent or a
@@ -50,8 +49,6 @@ class Stories:
         groups: Groups,
         found: Search,
         eligible: np.ndarray,
-        *,
-        even_alone: bool = True,
     ) -> None:
         self.cube, self.groups, self.found = cube, groups, found
         lv = found.leaves
@@ -71,7 +68,6 @@ class Stories:
         pool = np.flatnonzero(eligible & (z >= np.sqrt(self.price)))
         pool = pool[pool != 0]
         self.pool = pool[np.argsort(-z[pool], kind="stable")][:POOL]
-        self.even_alone = even_alone
         self.depth = cube.seg_mask.sum(axis=1)
         self._members: dict[int, np.ndarray] = {}
         self._related: dict[int, np.ndarray] = {}
@@ -141,9 +137,9 @@ class Stories:
             if np.isfinite(factors[j]) and (var[idxs[j]] > plain[idxs[j]]).any()
         )
         if even:
-            # alone, the even shift is the planned test of the change as a whole; beside named
-            # segments it is "everything but them", a segment the data chose like any other
-            price += EVEN_PRICE if self.even_alone and not segs else float(self.price[0])
+            # the even shift is the whole population, one of the segments searched, priced
+            # as any of them
+            price += float(self.price[0])
         out = Fit(segs, even, fitted, factors, g, misfit, misfit + price)
         self._fits[key] = out
         return out
@@ -171,7 +167,7 @@ class Stories:
             flat = self.fit(fit.segs, False)
             z = abs(float(self.v[rest].sum() - flat.fitted[rest].sum()))
             z /= float(np.sqrt(max(self.w[rest].sum(), 1e-300)))
-            bound = EVEN_PRICE if self.even_alone and not fit.segs else float(self.price[0])
+            bound = float(self.price[0])
             if z / bound**0.5 < worst:
                 out = 0
         self._weakest[key] = out
@@ -197,8 +193,6 @@ class Stories:
         return out
 
 
-EVEN_PRICE = sig.bonferroni_z(1) ** 2
-"""The price of an even shift alone: one planned test (the change as a whole), not one of many."""
 SPREAD_GRID = np.concatenate([[0.0], np.logspace(-4, 2, 13)])
 
 
@@ -261,13 +255,9 @@ def _spread(
     return float(SPREAD_GRID[int(np.argmin(cost))])
 
 
-def choose(
-    cube: Cube, groups: Groups, found: Search, eligible: np.ndarray, *, even_alone: bool = True
-) -> Search:
-    """The story of lowest score (see the module), as the search's picks. ``even_alone=False``
-    prices an even shift as a searched segment even with no segment beside it (other causes
-    are named elsewhere: a ratio's mix causes)."""
-    st = Stories(cube, groups, found, eligible, even_alone=even_alone)
+def choose(cube: Cube, groups: Groups, found: Search, eligible: np.ndarray) -> Search:
+    """The story of lowest score (see the module), as the search's picks."""
+    st = Stories(cube, groups, found, eligible)
     picked = tuple(p.seg for p in found.picks if p.seg != 0)
     starts = {(picked, True), (picked, False), ((), True), ((), False)}
     best: Fit | None = None
