@@ -508,9 +508,11 @@ def _localized(change: Change, found: Search, eligible: np.ndarray) -> Change:
 
     The change counts as significant when the total test says so, or when some segment's move
     clears the Bonferroni bound over every segment searched (a max-statistic test of "nothing
-    changed anywhere").
+    changed anywhere"), alone or given the rest of the chosen story (movers that offset each
+    other hide each other alone).
     """
     seg_p = found.p[1:][eligible[1:]]
+    seg_p = np.concatenate([seg_p, [p.p_value for p in found.picks if p.seg != 0]])
     if seg_p.size == 0:
         return change
     p_local = sig.adjusted(float(seg_p.min()), found.n_tested)

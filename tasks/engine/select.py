@@ -24,6 +24,7 @@ from tasks.engine.search import Groups, Pick, Search, _members, ancestors, desce
 
 FIT_ROUNDS = 8
 POOL = 400
+PAIRS = 6
 MAX_MOVES = 40
 
 
@@ -61,11 +62,10 @@ class Stories:
         crit = found.seg_crit if found.seg_crit is not None else np.full(len(eligible), 1.0)
         self.price = np.asarray(crit, dtype=np.float64) ** 2
         self.eligible = eligible
-        # the segments a move may add: those beyond their bound at the start, the strongest
-        # first (a segment that is not significant alone can still join as a parent's or a
-        # child's replacement, see _neighbours)
+        # the segments a move may add: the strongest at the start, whether or not beyond their
+        # bound alone (two movers that offset each other each look small alone)
         z = np.abs(found.z)
-        pool = np.flatnonzero(eligible & (z >= np.sqrt(self.price)))
+        pool = np.flatnonzero(eligible)
         pool = pool[pool != 0]
         self.pool = pool[np.argsort(-z[pool], kind="stable")][:POOL]
         self.depth = cube.seg_mask.sum(axis=1)
@@ -297,9 +297,29 @@ def _improve(st: Stories, cur: Fit) -> Fit:
                 options.append(st.fit((*rest, r), cur.even))
         better = [o for o in options if o.score < cur.score - 1e-9 and st.weakest(o) is None]
         if not better:
+            # two at once: movers that offset each other each remove little alone
+            # the strongest by leaf misfit and by total move, none inside or above another
+            top = _diverse(st, ids[np.argsort(-gains)], PAIRS // 2)
+            top += [c for c in _diverse(st, ids, PAIRS) if c not in top][: PAIRS - len(top)]
+            pairs = [
+                st.fit((*cur.segs, a, b), cur.even) for i, a in enumerate(top) for b in top[i + 1 :]
+            ]
+            better = [o for o in pairs if o.score < cur.score - 1e-9 and st.weakest(o) is None]
+        if not better:
             break
         cur = min(better, key=lambda o: (o.score, len(o.segs) + o.even))
     return cur
+
+
+def _diverse(st: Stories, ordered: np.ndarray, n: int) -> list[int]:
+    """The first ``n`` of ``ordered`` with none inside or above another."""
+    out: list[int] = []
+    for c in ordered:
+        if len(out) == n:
+            break
+        if not any(st.related(t)[c] for t in out):
+            out.append(int(c))
+    return out
 
 
 def _admissible(st: Stories, cur: Fit) -> Fit:
