@@ -31,9 +31,7 @@ from tasks.engine.result import (
     PeriodValue,
     Segment,
 )
-from tasks.engine.select import choose
 from tasks.engine.search import (
-    Groups,
     Leaves,
     Search,
     additive_leaves,
@@ -249,13 +247,15 @@ def _explained(
     # by explanatory power and asks each cause to carry a fifth of what is left unexplained.
     style = RATIO_SEARCH if kind == "ratio" else ADDITIVE_SEARCH
     found = search(cube, leaves, eligible=eligible, alpha=sig.ALPHA, **style)
-    groups = Groups(cube)
-    found = choose(cube, groups, found, eligible)
+    change = _localized(change, found, eligible)
     contrib = _contributions(cube, kind)
-    causes = _rate_causes(cube, contrib, found)
+    causes = [
+        _segment(cube, contrib, p.seg, _adjusted(p.p_value, found))
+        for p in found.picks
+        if p.seg != 0
+    ]
     if kind == "ratio":
         causes = _with_mix(cube, q, contrib, causes, eligible, totals, days)
-    change = _localized(change, found, eligible)
     delta = totals["comparison"] - totals["baseline"] if _finite(totals) else None
     global_shift = _global_shift(cube, found, kind, delta, change.significant)
     if not change.significant:
@@ -334,14 +334,6 @@ def _explained(
         for name in (c.segment, *c.aliases)
     }
     return Analysis(explanation, cube, contrib, found, delta, cause_p)
-
-
-def _rate_causes(cube: Cube, contrib: dict[str, np.ndarray], found: Search) -> list[Segment]:
-    return [
-        _segment(cube, contrib, p.seg, _adjusted(p.p_value, found))
-        for p in found.picks
-        if p.seg != 0
-    ]
 
 
 def _screening_notes(dims: list[str], sc: screen_mod.Screening) -> list[str]:
@@ -508,11 +500,9 @@ def _localized(change: Change, found: Search, eligible: np.ndarray) -> Change:
 
     The change counts as significant when the total test says so, or when some segment's move
     clears the Bonferroni bound over every segment searched (a max-statistic test of "nothing
-    changed anywhere"), alone or given the rest of the chosen story (movers that offset each
-    other hide each other alone).
+    changed anywhere").
     """
     seg_p = found.p[1:][eligible[1:]]
-    seg_p = np.concatenate([seg_p, [p.p_value for p in found.picks if p.seg != 0]])
     if seg_p.size == 0:
         return change
     p_local = sig.adjusted(float(seg_p.min()), found.n_tested)

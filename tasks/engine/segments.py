@@ -116,7 +116,7 @@ def _with_mix(
     """Ratio metrics: add the segments whose share of the denominator moved and carried the
     change (mix causes).
 
-    Which segments' volume moved is itself a story, chosen as the rate's is
+    Which segments' volume moved is itself a story, chosen by weighing whole explanations
     (:func:`tasks.engine.select.choose` over the denominator's leaves, an even growth of
     everything allowed): a channel whose sessions tripled is one segment of that story, not its
     slices by plan or platform. A segment of the volume story is a mix cause when the mix part
@@ -287,18 +287,20 @@ def _global_shift(
     delta: float | None,
     significant: bool,
 ) -> Segment | None:
-    """The even move of everything the named segments leave, when the chosen story has one
-    (:mod:`tasks.engine.select`) and the change is significant. Whether it is the data's doing
-    (missing or repeated days) is decided by ``assign_data_quality``.
+    """The even move of everything: what remains once the named segments are taken out.
+
+    Reported when the change is significant and at least half of it is left over after the
+    root causes, so no segment stood out for it: it hit everything alike. Whether it is the
+    data's doing (missing or repeated days) is decided by ``assign_data_quality``.
     """
     if not significant or not delta:
         return None
     pick = next((p for p in found.picks if p.seg == 0), None)
-    if pick is None:
-        return None
-    part = float(found.remainder) + pick.observed - pick.expected
+    part = float(found.remainder) + (pick.observed - pick.expected if pick else 0.0)
     if kind == "ratio":
         part /= max(cube.total["dc"], 1e-300)
+    if pick is None and (part * delta <= 0 or abs(part) < 0.5 * abs(delta)):
+        return None
     return Segment(
         segment={},
         contribution=part,
