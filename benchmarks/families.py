@@ -642,6 +642,30 @@ def _nested_or_same(a: np.ndarray, b: np.ndarray) -> bool:
 # families on the world of users
 
 
+def _visible(
+    w: World,
+    noise: Noise,
+    metric: str,
+    what: str,
+    segments: Sequence[dict[str, str]],
+    factor: Callable[[], float],
+) -> Plan | None:
+    """A plan of one cause per segment, each moved by a fresh ``factor()``, drawn again up to
+    :data:`EFFECT_TRIES` times until every cause is visible (:func:`check_visible`); None when
+    none was."""
+    for _ in range(EFFECT_TRIES):
+        plan = Plan(metric, [Cause(s, [Plant(s, what, factor())]) for s in segments])
+        try:
+            plan.facts = check_visible(w, noise, plan)
+        except Redraw:
+            continue
+        return plan
+    return None
+
+
+EFFECT_TRIES = 6
+
+
 def plan_k_of_n(rng: np.random.Generator, w: World, noise: Noise, setup: dict[str, Any]) -> Plan:
     """k of a column's n values move, each by its own factor, one direction; the rest is flat."""
     metric, what, ref = setup["metric"], setup["what"], setup["column"]
@@ -654,15 +678,9 @@ def plan_k_of_n(rng: np.random.Generator, w: World, noise: Noise, setup: dict[st
         if k >= 2 and _simpler_union(w, ref, chosen):
             continue
         direction = int(rng.choice([-1, 1]))
-        for _ in range(6):
-            causes = [
-                Cause({ref: v}, [Plant({ref: v}, what, _factor(rng, direction))]) for v in chosen
-            ]
-            plan = Plan(metric, causes)
-            try:
-                plan.facts = check_visible(w, noise, plan)
-            except Redraw:
-                continue
+        segments = [{ref: v} for v in chosen]
+        plan = _visible(w, noise, metric, what, segments, lambda: _factor(rng, direction))
+        if plan is not None:
             plan.facts.update(column=ref, n=len(values), k=k, direction=direction)
             return plan
     raise Redraw("k_of_n: no visible plant")
@@ -687,13 +705,8 @@ def plan_overlapping(
         if _nested_or_same(m1, m2) or vol[m1 | m2].sum() > 0.7 * vol[parent].sum():
             continue
         direction = int(rng.choice([-1, 1]))
-        for _ in range(6):
-            causes = [Cause(s, [Plant(s, what, _factor(rng, direction))]) for s in (s1, s2)]
-            plan = Plan(metric, causes)
-            try:
-                plan.facts = check_visible(w, noise, plan)
-            except Redraw:
-                continue
+        plan = _visible(w, noise, metric, what, [s1, s2], lambda: _factor(rng, direction))
+        if plan is not None:
             plan.facts.update(shared={a_ref: a_val}, direction=direction)
             return plan
     raise Redraw("overlapping: no visible plant")
@@ -717,16 +730,10 @@ def plan_two_plus_one(
             continue
         if any(np.array_equal(ms, w.mask({k: v})) for k, v in pair.items()):
             continue  # the single is another name of one of the pair's parents
-        for _ in range(6):
-            causes = [
-                Cause(s, [Plant(s, what, _factor(rng, int(rng.choice([-1, 1]))))])
-                for s in (pair, single)
-            ]
-            plan = Plan(metric, causes)
-            try:
-                plan.facts = check_visible(w, noise, plan)
-            except Redraw:
-                continue
+        plan = _visible(
+            w, noise, metric, what, [pair, single], lambda: _factor(rng, int(rng.choice([-1, 1])))
+        )
+        if plan is not None:
             return plan
     raise Redraw("two_plus_one: no visible plant")
 

@@ -58,24 +58,23 @@ class Data:
                 FROM read_csv('{folder / "sales.csv"}', types={{'period': 'VARCHAR'}})"""
             )
 
-    def rel(self, cond: str = "TRUE", params: list[Any] | None = None) -> float:
-        """Comparison / baseline - 1 of the draw's metric on the rows ``cond`` selects."""
+    def _by_period(self, cond: str, params: list[Any] | None) -> dict[str, float]:
+        """The draw's metric per period (``base``, ``cmp``) on the rows ``cond`` selects."""
         metric = METRIC_SQL[self.draw.question["metric"]]
-        got = dict(
+        return dict(
             self.con.execute(
                 f"SELECT per, {metric} FROM t WHERE {cond} GROUP BY per", params or []
             ).fetchall()
         )
+
+    def rel(self, cond: str = "TRUE", params: list[Any] | None = None) -> float:
+        """Comparison / baseline - 1 of the draw's metric on the rows ``cond`` selects."""
+        got = self._by_period(cond, params)
         return got["cmp"] / got["base"] - 1
 
     def delta(self, cond: str = "TRUE", params: list[Any] | None = None) -> float:
         """Comparison - baseline of the draw's (additive) metric on the rows ``cond`` selects."""
-        metric = METRIC_SQL[self.draw.question["metric"]]
-        got = dict(
-            self.con.execute(
-                f"SELECT per, {metric} FROM t WHERE {cond} GROUP BY per", params or []
-            ).fetchall()
-        )
+        got = self._by_period(cond, params)
         return got["cmp"] - got["base"]
 
     def rate(self, cond: str, params: list[Any]) -> tuple[float, float]:
