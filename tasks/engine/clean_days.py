@@ -43,8 +43,8 @@ import numpy as np
 
 from sql_tools._context import ToolContext
 from sql_tools._sql import Filter
-from tasks.engine.cube import daily_series
 from tasks.engine import significance as sig
+from tasks.engine.cube import daily_series
 from tasks.engine.distributions import ttest_rel, ttest_welch
 from tasks.engine.result import DataQualityIssue, DataQualityNote, Evidence, Segment
 from tasks.engine.spec import Question

@@ -18,9 +18,9 @@ from sql_tools._context import ToolContext
 from sql_tools._errors import ToolInputError
 from tasks.engine import cube as cube_mod
 from tasks.engine import screen as screen_mod
+from tasks.engine import significance as sig
 from tasks.engine.clean_days import assign_data_quality
 from tasks.engine.cube import Cube, build_cube, daily_series
-from tasks.engine import significance as sig
 from tasks.engine.distributions import ttest_rel, ttest_welch
 from tasks.engine.result import (
     Change,

@@ -20,6 +20,7 @@ import numpy as np
 from sql_tools._context import ToolContext
 from sql_tools._sql import to_sql
 from tasks.engine import cube
+from tasks.engine import significance as sig
 from tasks.engine.cube import (
     MAX_RESULT_ROWS,
     EngineSql,
@@ -28,7 +29,6 @@ from tasks.engine.cube import (
     dimension_sizes,
     sorted_codes,
 )
-from tasks.engine import significance as sig
 from tasks.engine.search import additive_leaves, ratio_leaves
 from tasks.engine.spec import Question
 

@@ -39,8 +39,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tasks.engine.cube import Cube
 from tasks.engine import significance as sig
+from tasks.engine.cube import Cube
 from tasks.engine.distributions import chi2_isf, norm_isf
 
 CHI2_MEDIAN = 0.454936423119572
@@ -93,8 +93,8 @@ class Search:
     notes: list[str] = field(default_factory=list)
     # per segment once the picks are fitted: observed, fitted and noise variance
     fit: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-    # the chosen story's score (tasks.engine.select), once stories are compared
-    score: float | None = None
+    # which leaves each segment holds (built by the search; reused by whatever weighs its picks)
+    groups: Groups | None = None
 
 
 def weighted_median(x: np.ndarray, w: np.ndarray) -> float:
@@ -280,19 +280,13 @@ def ratio_leaves(
     P = qc + scale**2 * qb
     if "rowsb" in leaf:
         rows = leaf["rowsb"] + leaf["rowsc"]
-        dof = np.where(rows > 1, rows / np.maximum(rows - 1, 1), 1.0)
-        P = P * dof
+        P = P * np.where(rows > 1, rows / np.maximum(rows - 1, 1), 1.0)
     # one row per leaf and period (pre-aggregated data): no row-level spread to measure (the
     # spread above is zero but for rounding), so count-like (Poisson) noise on the numerator
     # stands in; the dispersion rescales it
     poisson = np.abs(nc) + scale**2 * np.abs(nb)
     single = (leaf["rowsb"] <= 1) & (leaf["rowsc"] <= 1) if "rowsb" in leaf else P <= 0
-    counted = single | (P <= 1e-9 * poisson)
-    Pb = np.where(counted, scale**2 * np.abs(nb), scale**2 * qb)
-    if "rowsb" in leaf:
-        Pb = Pb * np.where(counted, 1.0, dof)
-    P = _floor(np.where(counted, poisson, P))
-    Pb = np.minimum(Pb, P)
+    P = _floor(np.where(single | (P <= 1e-9 * poisson), poisson, P))
     r = nc - f * _typical_factor(nc, f)
     V = None
     if days:
@@ -309,7 +303,7 @@ def ratio_leaves(
     phi = _dispersion(r, P, f + nc)
     if V is not None:
         phi = _day_dispersion(V, P, leaf, f + nc, phi)
-    return Leaves(f=f, v=nc.copy(), P=P, g=g, phi=phi, tail=_tail(r, P, phi), Pb=Pb)
+    return Leaves(f=f, v=nc.copy(), P=P, g=g, phi=phi, tail=_tail(r, P, phi))
 
 
 def _typical_factor(v: np.ndarray, f: np.ndarray) -> float:
@@ -491,7 +485,17 @@ def search(
     assert z0 is not None and p0 is not None and resid0 is not None
     remainder = float(v.sum() - f.sum())
     return Search(
-        picks, z0, p0, resid0, leaves, z_crit, n_tested, seg_crit, remainder, fit=(VS, FS, PS)
+        picks,
+        z0,
+        p0,
+        resid0,
+        leaves,
+        z_crit,
+        n_tested,
+        seg_crit,
+        remainder,
+        fit=(VS, FS, PS),
+        groups=groups,
     )
 
 

@@ -10,10 +10,11 @@ from typing import Any
 
 import numpy as np
 
-from tasks.engine.cube import Cube
 from tasks.engine import significance as sig
+from tasks.engine.cube import Cube
 from tasks.engine.result import Segment
-from tasks.engine.search import Search, additive_leaves, ancestors, descendants
+from tasks.engine.search import Search, additive_leaves, ancestors, descendants, search
+from tasks.engine.select import choose
 from tasks.engine.spec import Question
 
 MAX_DRIVERS = 15
@@ -123,9 +124,6 @@ def _with_mix(
     of its contribution carries at least :data:`MIX_SHARE` of the change and outweighs its rate
     part; one already named for its rate, or inside or above one, is not named again.
     """
-    from tasks.engine.search import Groups, search
-    from tasks.engine.select import choose
-
     if not _finite(totals):
         return causes
     delta = totals["comparison"] - totals["baseline"]  # type: ignore[operator]
@@ -139,8 +137,7 @@ def _with_mix(
     if days is not None and "vdb" in leaf:
         den.update(vnb=leaf["vdb"], vnc=leaf["vdc"])
     volume = additive_leaves(den, days)
-    found = search(cube, volume, eligible=eligible)
-    found = choose(cube, Groups(cube), found, eligible)
+    found = choose(cube, search(cube, volume, eligible=eligible), eligible)
     mix, rate = contrib["mix"], contrib["rate"]
     blocked = np.zeros(len(mix), dtype=bool)
     for c in causes:  # a segment already named for its rate is not named again for its mix

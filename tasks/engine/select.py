@@ -5,7 +5,8 @@ product of their factors, fitted jointly), each with a spread of its leaves arou
 and optionally an even shift of everything the segments leave. Its score is the leaves' negative
 log-likelihood under that fit plus a price per parameter: ``z_S^2`` for a segment (the Bonferroni
 bound it must clear, widened for a heavy noise tail; the risk-inflation criterion) and again for
-its spread; the even shift is the whole population, priced as any segment. Every member must also be significant by its own total given the rest of the story.
+its spread; the even shift is the whole population, priced as any segment. Every member must
+also be significant by its own total given the rest of the story.
 
 Stories start from the forward search's picks (with and without the even shift), from the even
 shift alone and from nothing, and improve by single moves (add, drop, replace by a parent or a
@@ -120,22 +121,15 @@ class Stories:
             if np.isfinite(k):
                 plain[idx] = np.maximum(w[idx] + (k * k - 1) * wb[idx], 1e-300)
         plain[rest] = np.maximum(w[rest] + (g * g - 1) * wb[rest], 1e-300)
-        at_k = plain  # the variance of the fit alone: the log of what spreads add is paid
-        var = plain.copy()
-        spreads = 0
+        var = plain.copy()  # plain: the variance of the fit alone; what spreads add pays a log
+        price = float(self.price[list(segs)].sum())
         for j, idx in enumerate(idxs):
             if np.isfinite(factors[j]):
                 move = (factors[j] - 1.0) * pre[j]  # the segment's move, leaf by leaf
                 t2 = _spread(fitted[idx], v[idx], plain[idx], float(self.price[segs[j]]), move)
                 var[idx] += t2 * move**2
-                spreads += t2 > 0
-        misfit = float(((v - fitted) ** 2 / var).sum() + np.log(var / at_k).sum())
-        price = float(self.price[list(segs)].sum()) * (1 if segs else 0)
-        price += sum(
-            float(self.price[s])
-            for j, s in enumerate(segs)
-            if np.isfinite(factors[j]) and (var[idxs[j]] > plain[idxs[j]]).any()
-        )
+                price += float(self.price[segs[j]]) if t2 > 0 else 0.0  # a spread's price
+        misfit = float(((v - fitted) ** 2 / var).sum() + np.log(var / plain).sum())
         if even:
             # the even shift is the whole population, one of the segments searched, priced
             # as any of them
@@ -143,6 +137,22 @@ class Stories:
         out = Fit(segs, even, fitted, factors, g, misfit, misfit + price)
         self._fits[key] = out
         return out
+
+    def given_others(self, fit: Fit, s: int) -> tuple[float, float, float]:
+        """Member ``s`` of a story (``0`` for its even shift) tested given the rest of the story:
+        its expected sum without it, its observed sum, and its move in noise units."""
+        if s == 0:
+            idx = np.ones(len(self.v), dtype=bool)
+            for x in fit.segs:
+                idx[self.members(x)] = False
+            without = self.fit(fit.segs, False)
+        else:
+            idx = self.members(s)
+            without = self.fit(tuple(x for x in fit.segs if x != s), fit.even)
+        expected = float(without.fitted[idx].sum())
+        observed = float(self.v[idx].sum())
+        z = float(sig.segment_z(observed - expected, float(self.w[idx].sum())))
+        return expected, observed, z
 
     def weakest(self, fit: Fit) -> int | None:
         """The member of a story (``0`` for its even shift) whose move given the others is
@@ -153,23 +163,10 @@ class Stories:
         if key in self._weakest:
             return self._weakest[key]
         worst, out = 1.0, None
-        for s in fit.segs:
-            idx = self.members(s)
-            without = self.fit(tuple(x for x in fit.segs if x != s), fit.even)
-            z = abs(float(self.v[idx].sum() - without.fitted[idx].sum()))
-            z /= float(np.sqrt(max(self.w[idx].sum(), 1e-300)))
-            if z / self.price[s] ** 0.5 < worst:
-                worst, out = z / self.price[s] ** 0.5, s
-        if fit.even:
-            rest = np.ones(len(self.v), dtype=bool)
-            for s in fit.segs:
-                rest[self.members(s)] = False
-            flat = self.fit(fit.segs, False)
-            z = abs(float(self.v[rest].sum() - flat.fitted[rest].sum()))
-            z /= float(np.sqrt(max(self.w[rest].sum(), 1e-300)))
-            bound = float(self.price[0])
-            if z / bound**0.5 < worst:
-                out = 0
+        for s in fit.segs + ((0,) if fit.even else ()):
+            ratio = abs(self.given_others(fit, s)[2]) / float(self.price[s]) ** 0.5
+            if ratio < worst:
+                worst, out = ratio, s
         self._weakest[key] = out
         return out
 
@@ -231,33 +228,28 @@ def _factors(
 
 
 def _spread(
-    fitted: np.ndarray,
-    v: np.ndarray,
-    var: np.ndarray,
-    price: float,
-    scale: np.ndarray | None = None,
+    fitted: np.ndarray, v: np.ndarray, var: np.ndarray, price: float, move: np.ndarray
 ) -> float:
-    """The most likely relative spread ``t2`` of leaves around their fit: ``v`` is normal about
-    ``fitted`` with variance ``var + t2 scale^2``, over a grid of spreads, each paying the log
-    of the variance it adds and ``price`` if not zero. ``scale`` is ``fitted`` for the noise's
-    own spread, and a segment's move for a segment's: its leaves moved by its factor give or
-    take a share of that move.
+    """The most likely spread ``t2`` of a segment's leaves around their fit: ``v`` is normal
+    about ``fitted`` with variance ``var + t2 move^2`` (the leaves moved by the segment's factor
+    give or take a share of that move), over a grid of spreads, each paying the log of the
+    variance it adds and ``price`` if not zero.
 
     A segment's leaves rarely all move by one factor; without a spread of its own, every slice
     of a cause whose leaves moved unevenly would pass for one more cause. Proportional to the
     move, the spread cannot make a cause of a segment whose total did not move."""
     if v.size == 0:
         return 0.0
-    s2 = (fitted if scale is None else scale) ** 2
-    grid = var[None, :] + SPREAD_GRID[:, None] * s2[None, :]
+    grid = var[None, :] + SPREAD_GRID[:, None] * (move * move)[None, :]
     cost = ((v - fitted)[None, :] ** 2 / grid).sum(axis=1) + np.log(grid / var[None, :]).sum(axis=1)
     cost[1:] += price  # SPREAD_GRID[0] is no spread
     return float(SPREAD_GRID[int(np.argmin(cost))])
 
 
-def choose(cube: Cube, groups: Groups, found: Search, eligible: np.ndarray) -> Search:
+def choose(cube: Cube, found: Search, eligible: np.ndarray) -> Search:
     """The story of lowest score (see the module), as the search's picks."""
-    st = Stories(cube, groups, found, eligible)
+    assert found.groups is not None
+    st = Stories(cube, found.groups, found, eligible)
     picked = tuple(p.seg for p in found.picks if p.seg != 0)
     starts = {(picked, True), (picked, False), ((), True), ((), False)}
     best: Fit | None = None
@@ -361,41 +353,22 @@ def _as_search(st: Stories, found: Search, best: Fit) -> Search:
     n = len(cube.seg_mask)
     VS = groups.sums(st.v, n)
     PS = groups.sums(st.w, n)
+    tests = {s: st.given_others(best, s) for s in best.segs + ((0,) if best.even else ())}
     picks = []
-    order = sorted(best.segs, key=lambda s: -abs(float(VS[s]) - float(st.fit(tuple(x for x in best.segs if x != s), best.even).fitted[st.members(s)].sum())))
-    for s in order:
-        without = st.fit(tuple(x for x in best.segs if x != s), best.even)
-        idx = st.members(s)
-        expected = float(without.fitted[idx].sum())
-        z = float(sig.segment_z(VS[s] - expected, PS[s]))
-        factor = best.factors[best.segs.index(s)]
+    for s in sorted(best.segs, key=lambda x: -abs(tests[x][1] - tests[x][0])) + (
+        [0] if best.even else []
+    ):
+        expected, observed, z = tests[s]
+        without = st.fit(best.segs, False) if s == 0 else st.fit(
+            tuple(x for x in best.segs if x != s), best.even
+        )
         picks.append(
             Pick(
                 seg=int(s),
                 z=z,
                 p_value=float(sig.two_sided_p(z)),
                 gain=without.score - best.score,
-                factor=float(factor),
-                expected=expected,
-                observed=float(VS[s]),
-            )
-        )
-    if best.even:
-        covered = np.zeros(len(st.v), dtype=bool)
-        for s in best.segs:
-            covered[st.members(s)] = True
-        rest = ~covered
-        no_even = st.fit(best.segs, False)
-        expected = float(no_even.fitted[rest].sum())
-        observed = float(st.v[rest].sum())
-        z = float(sig.segment_z(observed - expected, float(st.w[rest].sum())))
-        picks.append(
-            Pick(
-                seg=0,
-                z=z,
-                p_value=float(sig.two_sided_p(z)),
-                gain=no_even.score - best.score,
-                factor=best.even_factor,
+                factor=best.even_factor if s == 0 else float(best.factors[best.segs.index(s)]),
                 expected=expected,
                 observed=observed,
             )
@@ -404,5 +377,4 @@ def _as_search(st: Stories, found: Search, best: Fit) -> Search:
     found.picks = picks
     found.remainder = float(st.v.sum() - best.fitted.sum())
     found.fit = (VS, FS, PS)
-    found.score = best.score
     return found
