@@ -33,7 +33,8 @@ class OrderBy(StrictModel):
     """Sort order of the result rows."""
 
     by: str = Field(
-        description="A measure's output name (e.g. sum_revenue, count) or a group-by column."
+        description="A measure's output name (e.g. sum_revenue, count) or a group-by column.",
+        json_schema_extra={"x-live": "output"},
     )
     direction: Literal["asc", "desc"] = "desc"
 

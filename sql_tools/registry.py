@@ -46,19 +46,30 @@ class ToolSpec:
         return " ".join(self.description.split()).split(". ")[0].rstrip(".") + "."
 
 
-def input_schema(spec: ToolSpec, ctx: ToolContext | None = None) -> dict[str, Any]:
-    """JSON schema of a tool's input; with ``ctx``, table/column fields list the live names."""
-    schema = copy.deepcopy(spec.input_model.model_json_schema())
-    live = {}
-    if ctx is not None:
+def input_schema(
+    spec: ToolSpec, ctx: ToolContext | None = None, live: dict[str, list[str]] | None = None
+) -> dict[str, Any]:
+    """JSON schema of a tool's input; with ``ctx``, table/column fields list the live names,
+    or ``live``'s lists when given (the agent's handles, see ``tasks.agent.names``)."""
+    if live is None and ctx is not None:
         live = {"table": ctx.schema.table_names, "column": ctx.schema.all_refs()}
+    return model_schema(spec.input_model, live or {})
+
+
+def model_schema(model: type[BaseModel], live: dict[str, list[str]]) -> dict[str, Any]:
+    """JSON schema of an input model with its ``x-live`` fields as enums of ``live[kind]``
+    (a kind without a list: no enum) and no ``x-live`` marker left."""
+    schema = copy.deepcopy(model.model_json_schema())
     _apply_live(schema, live)
     return schema
 
 
 def _apply_live(node: Any, live: dict[str, list[str]]) -> None:
-    """Replace every ``x-live`` marker with an enum of live names (or drop it)."""
+    """Replace every ``x-live`` marker with an enum of live names (or drop it); drop the
+    ``x-live-keys`` markers (names as a dict's keys), which only callers translating names
+    read."""
     if isinstance(node, dict):
+        node.pop("x-live-keys", None)
         kind = node.pop("x-live", None)
         if kind is not None and live.get(kind):
             _set_enum(node, live[kind])
@@ -123,10 +134,17 @@ class Registry:
         """This registry's tools followed by ``more``."""
         return Registry(self.tools + more)
 
-    def anthropic_tools(self, ctx: ToolContext | None = None) -> list[dict[str, Any]]:
-        """The ``tools=[...]`` parameter for ``client.messages.create``."""
+    def anthropic_tools(
+        self, ctx: ToolContext | None = None, live: dict[str, list[str]] | None = None
+    ) -> list[dict[str, Any]]:
+        """The ``tools=[...]`` parameter for ``client.messages.create`` (enums of ``live``'s
+        names when given, else of ``ctx``'s)."""
         return [
-            {"name": t.name, "description": t.description, "input_schema": input_schema(t, ctx)}
+            {
+                "name": t.name,
+                "description": t.description,
+                "input_schema": input_schema(t, ctx, live),
+            }
             for t in self.tools
         ]
 

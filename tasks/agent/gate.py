@@ -53,8 +53,9 @@ class WriteFindingInput(StrictModel):
 
     segment: dict[str, SegmentValue] = Field(
         max_length=3,
-        description="column -> value, e.g. {platform: ios, app_version: '5.2'}; {} for the "
-        "whole population (category global or data_quality).",
+        description="column -> value, e.g. {col_3: ios, col_4: '5.2'}; {} for the whole "
+        "population (category global or data_quality).",
+        json_schema_extra={"x-live-keys": "column"},
     )
     category: Category = Field(
         description="rate: the segment's own metric moved; mix: its share of the denominator "

@@ -1,9 +1,10 @@
 """Hypotheses from Claude: one forced ``propose_hypotheses`` call over the question, the data
 profile, the engine's answer and similar past investigations (all inside data blocks).
 
-Proposals are validated: segment columns must exist, text is flattened and capped. An engine
-root cause the model left out is added from the offline planner, so no measured cause goes
-uninvestigated; when the call fails the offline hypotheses are used and the reason is noted.
+Tables and columns are handles to the model (:mod:`tasks.agent.names`); the proposal's handles
+become names. Proposals are validated: segment columns must exist, text is flattened and capped.
+An engine root cause the model left out is added from the offline planner, so no measured cause
+goes uninvestigated; when the call fails the offline hypotheses are used and the reason is noted.
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ from pydantic import BaseModel, Field, ValidationError
 
 from prompts import render
 from sql_tools._context import ToolContext
+from sql_tools.registry import model_schema
 from tasks.agent.config import AgentConfig
 from tasks.agent.loop import _api_error, _usage
 from tasks.agent.models import Category, Hypothesis, Usage
+from tasks.agent.names import Names
 from tasks.agent.planner import offline_hypotheses
 from tasks.agent.untrusted import clean, data_block
 from tasks.engine.result import Explanation
@@ -33,8 +36,18 @@ class ProposedHypothesis(BaseModel):
     title: str = Field(max_length=200)
     story: str = Field(max_length=2000, description="The causal story.")
     expected: str = Field(max_length=1000, description="What the data shows if it is true.")
-    dimensions: list[str] = Field(default=[], max_length=6, description="Columns to check.")
-    segment: dict[str, Value] = Field(default={}, max_length=3, description="column -> value.")
+    dimensions: list[str] = Field(
+        default=[],
+        max_length=6,
+        description="Columns to check.",
+        json_schema_extra={"x-live": "column"},
+    )
+    segment: dict[str, Value] = Field(
+        default={},
+        max_length=3,
+        description="column -> value.",
+        json_schema_extra={"x-live-keys": "column"},
+    )
     category: Category = "rate"
     prior: float = Field(ge=0.0, le=1.0)
 
@@ -75,17 +88,6 @@ def engine_summary(e: Explanation, limit: int = 8) -> dict[str, Any]:
     }
 
 
-def profile_summary(ctx: ToolContext) -> dict[str, Any]:
-    """Tables and columns with their types and roles (names are data)."""
-    out: dict[str, Any] = {}
-    for name in ctx.schema.table_names:
-        out[name] = {
-            "rows": ctx.schema.row_counts.get(name),
-            "columns": {c.name: f"{c.type} ({c.kind})" for c in ctx.schema.tables[name]},
-        }
-    return out
-
-
 def propose(
     client: anthropic.Anthropic,
     ctx: ToolContext,
@@ -98,18 +100,19 @@ def propose(
     import anthropic  # loaded with the client; offline runs never import it
 
     fallback = offline_hypotheses(e, config.max_hypotheses, history)
+    names = Names(ctx.schema)
     prompt = render(
         "hypothesize",
-        question=data_block(question, "question"),
-        profile=data_block(profile_summary(ctx), "profile"),
-        engine=data_block(engine_summary(e), "engine"),
+        question=data_block(names.structure(question), "question"),
+        names=data_block(names.block(), "names"),
+        engine=data_block(names.structure(engine_summary(e)), "engine"),
         history=data_block(history or {}, "history"),
         max_hypotheses=str(config.max_hypotheses),
     )
     tool = {
         "name": "propose_hypotheses",
         "description": ProposeHypothesesInput.__doc__,
-        "input_schema": ProposeHypothesesInput.model_json_schema(),
+        "input_schema": model_schema(ProposeHypothesesInput, names.live()),
     }
     try:
         resp = client.messages.create(
@@ -129,8 +132,9 @@ def propose(
         return fallback, Usage(), [f"hypotheses from the engine: {_api_error(exc)}"]
     usage = _usage(resp.usage)
     use = next((c for c in resp.content if c.type == "tool_use"), None)
+    raw = names.to_real(ProposeHypothesesInput, use.input, strict=False) if use else None
     try:
-        proposed = ProposeHypothesesInput.model_validate(use.input if use else None)
+        proposed = ProposeHypothesesInput.model_validate(raw)
     except ValidationError as exc:
         note = f"hypotheses from the engine: the model's proposal was invalid ({exc.error_count()} errors)"
         return fallback, usage, [note]

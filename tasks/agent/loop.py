@@ -1,8 +1,9 @@
 """The Claude tool-use loop for one hypothesis (plain module: no Prefect inside).
 
 The model sees the system prompt and the tool definitions (both cached), the question and the
-hypothesis; it calls tools until it calls ``conclude`` or stops calling tools. Tool errors go back
-as ``is_error`` results it can correct. Every result goes back inside an untrusted-data block;
+hypothesis, with tables and columns as handles (:mod:`tasks.agent.names`); it calls tools until
+it calls ``conclude`` or stops calling tools. Tool errors go back as ``is_error`` results it can
+correct. Every result goes back inside an untrusted-data block;
 older results are replaced by their ledger summaries (working memory), so a long investigation
 does not replay raw rows. Budgets end the loop cleanly with an inconclusive verdict.
 """
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from tasks.agent.config import AgentConfig
 from tasks.agent.models import LedgerEntry, Outcome, Usage
+from tasks.agent.names import Names
 from tasks.agent.session import Session, tool_definitions
 from tasks.agent.untrusted import data_block, to_json
 
@@ -29,7 +31,8 @@ def run_hypothesis(
     import anthropic  # loaded with the client; offline runs never import it
 
     b = config.budget
-    tools = tool_definitions(session.ctx)
+    names = Names(session.ctx.schema)
+    tools = tool_definitions(names)
     tools[-1] = {**tools[-1], "cache_control": {"type": "ephemeral"}}
     system_blocks = [{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}]
     messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
@@ -66,7 +69,7 @@ def run_hypothesis(
             break
         results = []
         for use in uses:
-            is_error, payload, entry = session.call(use.name, use.input, tokens)
+            is_error, payload, entry = session.call(use.name, use.input, tokens, names)
             entries[use.id] = entry
             content = data_block({"evidence_id": entry.id, **payload}, f"{use.name} {entry.id}")
             results.append(

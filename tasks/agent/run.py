@@ -23,6 +23,7 @@ from tasks.agent.hypotheses import engine_summary, propose
 from tasks.agent.ledger import Ledger
 from tasks.agent.loop import run_hypothesis
 from tasks.agent.models import Finding, Hypothesis, LedgerEntry, Outcome, Usage
+from tasks.agent.names import Names
 from tasks.agent.planner import offline_hypotheses, plan_hypothesis
 from tasks.agent.session import Session
 from tasks.agent.untrusted import data_block
@@ -103,7 +104,7 @@ def investigate_one(
             stop = plan_hypothesis(session, question, analysis.explanation, plan)
             outcome = session.outcome(stop, Usage(), (time.perf_counter() - t) * 1000)
         else:
-            prompt = _prompt(question, analysis, h, gate)
+            prompt = _prompt(Names(ctx.schema), question, analysis, h, gate)
             system = render("system", max_tool_calls=str(config.budget.max_tool_calls))
             outcome = run_hypothesis(client, session, system, prompt, config)
     except Exception as exc:  # one failed hypothesis never loses the others
@@ -149,19 +150,23 @@ def combine(
     )
 
 
-def _prompt(q: Question, analysis: Analysis, h: Hypothesis, gate: Gate) -> str:
+def _prompt(names: Names, q: Question, analysis: Analysis, h: Hypothesis, gate: Gate) -> str:
+    """The investigation prompt: every part from the data in a data block, tables and columns
+    written as ``names``' handles, and the handle -> name table as one more data block."""
     findings = [
         {"key": f.key, "segment": f.segment, "status": f.status, "critique": f.critique}
         for f in gate.findings.values()
     ]
+    handled = names.structure
     return render(
         "investigate",
-        question=data_block(question_summary(q), "question"),
-        engine=data_block(engine_summary(analysis.explanation), "engine"),
+        names=data_block(names.block(), "names"),
+        question=data_block(handled(question_summary(q)), "question"),
+        engine=data_block(handled(engine_summary(analysis.explanation)), "engine"),
         hypothesis_id=h.id,
-        hypothesis=data_block(h.model_dump(exclude={"id"}), f"hypothesis {h.id}"),
-        compare_args=data_block(compare_arguments(q), "arguments"),
-        findings=data_block(findings, "findings"),
+        hypothesis=data_block(handled(h.model_dump(exclude={"id"})), f"hypothesis {h.id}"),
+        compare_args=data_block(handled(compare_arguments(q)), "arguments"),
+        findings=data_block(handled(findings), "findings"),
     )
 
 

@@ -11,32 +11,41 @@ import json
 import time
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from sql_tools._context import ToolContext
 from sql_tools._errors import SqlToolError, ToolInputError
-from sql_tools.registry import validation_error
+from sql_tools.registry import model_schema, validation_error
 from tasks import tools as registry
 from tasks.agent.gate import ConcludeInput, Gate, WriteFindingInput
 from tasks.agent.ledger import Ledger
 from tasks.agent.models import Budget, Hypothesis, LedgerEntry, Outcome, Usage
+from tasks.agent.names import Names
 from tasks.agent.untrusted import clean
 
 VERDICT_TOOLS = {"write_finding": WriteFindingInput, "conclude": ConcludeInput}
 
 
-def tool_definitions(ctx: ToolContext) -> list[dict[str, Any]]:
-    """Tools for ``messages.create``: the registry's (live enums) plus the verdict tools."""
-    tools = registry.anthropic_tools(ctx)
+def tool_definitions(names: Names) -> list[dict[str, Any]]:
+    """Tools for ``messages.create``: the registry's plus the verdict tools, their table and
+    column fields enums of ``names``' handles (no name from the data in a definition)."""
+    live = names.live()
+    tools = registry.anthropic_tools(live=live)
     for name, model in VERDICT_TOOLS.items():
         tools.append(
             {
                 "name": name,
                 "description": inspect.cleandoc(model.__doc__ or ""),
-                "input_schema": model.model_json_schema(),
+                "input_schema": model_schema(model, live),
             }
         )
     return tools
+
+
+def input_model(name: str) -> type[BaseModel] | None:
+    """The input model of the tool called ``name`` (a registry tool or a verdict tool)."""
+    spec = registry.spec_for(name)
+    return spec.input_model if spec is not None else VERDICT_TOOLS.get(name)
 
 
 class Session:
@@ -69,13 +78,22 @@ class Session:
         return self.calls >= self.budget.max_tool_calls
 
     def call(
-        self, name: str, arguments: Any, tokens: dict[str, int] | None = None
+        self,
+        name: str,
+        arguments: Any,
+        tokens: dict[str, int] | None = None,
+        names: Names | None = None,
     ) -> tuple[bool, dict[str, Any], LedgerEntry]:
         """Run one call; return ``(is_error, payload, ledger entry)``. Never raises for input
-        a model could get wrong: those come back as error payloads it can correct."""
+        a model could get wrong: those come back as error payloads it can correct.
+
+        With ``names`` the call speaks in handles: its arguments' handles become names before
+        it runs (the ledger keeps the names) and the payload returned has handles again."""
         t0 = time.perf_counter()
         self.calls += 1
         try:
+            if names is not None:
+                arguments = names.to_real(input_model(str(name)), arguments)
             payload = self._run(name, arguments)
             is_error = False
         except SqlToolError as exc:
@@ -84,6 +102,8 @@ class Session:
         entry = self.ledger.record(
             self.h.id, str(name), arguments, is_error, payload, elapsed, tokens
         )
+        if names is not None:
+            payload = names.to_handles(str(name), payload)
         return is_error, payload, entry
 
     def _run(self, name: str, arguments: Any) -> dict[str, Any]:

@@ -15,12 +15,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from tests.agent.test_agent import handles
 from tests.test_hostile_values import LINK, PRODUCTS, RLO, ZWSP, weeks_csv
 
 ROOT = Path(__file__).resolve().parents[2]
 BLOCK = re.compile(r"<(untrusted-data-[0-9a-f]{12}) source=\"[^\"]*\">\n(.*)\n</\1>", re.S)
 PERIODS = {
-    "time_column": "date",
     "baseline": {"start": "2024-03-18", "end": "2024-03-24"},
     "comparison": {"start": "2024-03-25", "end": "2024-03-31"},
 }
@@ -41,15 +41,17 @@ def reply(name: str, args: dict[str, Any], n: int) -> dict[str, Any]:
 
 def analyst(body: dict[str, Any], n: int) -> dict[str, Any]:
     """Proposes two hypotheses; investigates ios 5.2 to a confirmed finding and android to a
-    rule-out, reading the numbers from the tool results it is sent."""
+    rule-out, reading the numbers from the tool results it is sent and the handles of tables
+    and columns from the names block."""
+    h = handles(body)
     if body.get("tool_choice", {}).get("type") == "tool":
         hyps = [
             {
                 "title": "The 5.2 iOS release broke checkout",
                 "story": "A release bug.",
                 "expected": "ios 5.2 revenue falls, 5.1 does not.",
-                "dimensions": ["app_version"],
-                "segment": {"platform": "ios", "app_version": "5.2"},
+                "dimensions": [h["app_version"]],
+                "segment": {h["platform"]: "ios", h["app_version"]: "5.2"},
                 "category": "rate",
                 "prior": 0.7,
             },
@@ -57,8 +59,8 @@ def analyst(body: dict[str, Any], n: int) -> dict[str, Any]:
                 "title": "Android revenue fell",
                 "story": "A payment provider outage.",
                 "expected": "android revenue falls.",
-                "dimensions": ["platform"],
-                "segment": {"platform": "android"},
+                "dimensions": [h["platform"]],
+                "segment": {h["platform"]: "android"},
                 "category": "rate",
                 "prior": 0.3,
             },
@@ -66,10 +68,13 @@ def analyst(body: dict[str, Any], n: int) -> dict[str, Any]:
         return reply("propose_hypotheses", {"hypotheses": hyps}, n)
     hid = re.search(r'<hypothesis id="(h\d+)">', body["messages"][0]["content"]).group(1)
     turn = sum(1 for m in body["messages"] if m["role"] == "assistant")
-    base = {"table": "events", "metric": {"agg": "sum", "column": "revenue"}, **PERIODS}
+    base = {
+        "table": h["events"], "metric": {"agg": "sum", "column": h["revenue"]},
+        "time_column": h["date"], **PERIODS,
+    }  # fmt: skip
     if hid == "h2":
         if turn == 0:
-            return reply("metric_compare_periods", {**base, "group_by": ["platform"]}, n)
+            return reply("metric_compare_periods", {**base, "group_by": [h["platform"]]}, n)
         return reply(
             "conclude",
             {
@@ -83,18 +88,18 @@ def analyst(body: dict[str, Any], n: int) -> dict[str, Any]:
     if turn == 0:
         args = {
             **base,
-            "group_by": ["app_version"],
-            "filters": [{"column": "platform", "op": "=", "value": "ios"}],
+            "group_by": [h["app_version"]],
+            "filters": [{"column": h["platform"], "op": "=", "value": "ios"}],
         }
         return reply("metric_compare_periods", args, n)
     if turn == 1:
         block = body["messages"][-1]["content"][0]["content"]
         payload = json.loads(BLOCK.search(block).group(2))
-        row = next(r for r in payload["rows"] if str(r["app_version"]) == "5.2")
+        row = next(r for r in payload["rows"] if str(r[h["app_version"]]) == "5.2")
         return reply(
             "write_finding",
             {
-                "segment": {"platform": "ios", "app_version": "5.2"},
+                "segment": {h["platform"]: "ios", h["app_version"]: "5.2"},
                 "category": "rate",
                 "title": "iOS 5.2 revenue fell",
                 "summary": "Revenue on ios 5.2 collapsed.",
@@ -212,21 +217,24 @@ def test_the_model_reads_invisible_and_control_characters_as_escapes(tmp_path):
     direction override or terminal sequence; the value it sends back still selects its rows."""
     csv = tmp_path / "products.csv"
     csv.write_text(weeks_csv("product", PRODUCTS, falling=[ZWSP, RLO, LINK]), encoding="utf-8")
-    segment = {"product": ZWSP}
+    read_handles: dict[str, str] = {}
 
     def model(body: dict[str, Any], n: int) -> dict[str, Any]:
+        h = read_handles
+        h.update(handles(body))
         if body.get("tool_choice", {}).get("type") == "tool":
             hyp = {
                 "title": "Wid\u200bget sales fell", "story": "s", "expected": "e",
-                "dimensions": ["product"], "segment": segment, "category": "rate", "prior": 0.5,
+                "dimensions": [h["product"]], "segment": {h["product"]: ZWSP}, "category": "rate",
+                "prior": 0.5,
             }  # fmt: skip
             return reply("propose_hypotheses", {"hypotheses": [hyp]}, n)
         turn = sum(1 for m in body["messages"] if m["role"] == "assistant")
         if turn == 0:
-            return reply("metric_sample", {"table": "products", "n": 200}, n)
+            return reply("metric_sample", {"table": h["products"], "n": 200}, n)
         if turn == 1:
-            filters = [{"column": "product", "op": "=", "value": ZWSP}]
-            return reply("metric_sample", {"table": "products", "filters": filters}, n)
+            filters = [{"column": h["product"], "op": "=", "value": ZWSP}]
+            return reply("metric_sample", {"table": h["products"], "filters": filters}, n)
         summary = {"status": "ruled_out", "confidence": "low", "summary": "s", "evidence": ["q-1"]}
         return reply("conclude", summary, n)
 
@@ -250,11 +258,12 @@ def test_the_model_reads_invisible_and_control_characters_as_escapes(tmp_path):
     read = [t for t in read if isinstance(t, str)]
     text = "\n".join(read)
     assert not any(ch in text for ch in ("\u200b", "\u202e", "\x1b"))
-    assert '"product":"Wid\\u200bget"' in text and '"product":"Widget"' in text
+    product = read_handles["product"]
+    assert f'"{product}":"Wid\\u200bget"' in text and f'"{product}":"Widget"' in text
     assert "abc\\u202efdp.exe" in text and "\\u001b[2J" in text
     results = [json.loads(BLOCK.search(b).group(2)) for b in read if BLOCK.search(b)]
     filtered = [r for r in results if r.get("params") == {"p1": ZWSP}]
     assert filtered, "the model never read the filtered sample"
     for r in filtered:  # one per hypothesis the model investigated
         assert r["matched_count"] == 42
-        assert {row["product"] for row in r["rows"]} == {ZWSP}
+        assert {row[product] for row in r["rows"]} == {ZWSP}
