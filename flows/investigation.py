@@ -78,8 +78,11 @@ def investigation(
     Returns the run's summary (out, db, run id, change, root causes, hypotheses, paths)."""
     offline = req.offline or (client is None and not os.environ.get("ANTHROPIC_API_KEY"))
     source = _source_name(req.source)
-    db = _load(req.data, req.db, req.out)
-    run = Run(db, req.question(), source=source, progress=progress, client=client, config=config)
+    db, tables = _load(req.data, req.db, req.out)
+    run = Run(
+        db, req.question(), source=source, progress=progress, client=client, config=config,
+        tables=tables,
+    )  # fmt: skip
     with run:
         if is_postgres_url(db):
             _say(f"postgres  {run.db}: {', '.join(run.ctx.schema.table_names)}")
@@ -163,24 +166,27 @@ def _in_flow() -> bool:
     return FlowRunContext.get() is not None
 
 
-def _load(data: list[str], db: str | None, out: str) -> str:
-    """The database to investigate: a ``postgresql://`` URL as it is (its tables are read in
-    place, nothing is written), a ``.duckdb`` file as it is, else the files loaded into ``db``."""
+def _load(data: list[str], db: str | None, out: str) -> tuple[str, list[str] | None]:
+    """The database to investigate and the tables the investigation may see: a
+    ``postgresql://`` URL as it is (its tables are read in place, nothing is written) and a
+    ``.duckdb`` file as it is, every table; else the files loaded into ``db``, and only the
+    tables they were loaded into (the file may hold an earlier load's tables, which this
+    investigation was not given)."""
     if any(is_postgres_url(d) for d in data):
         if len(data) != 1 or db is not None:
             raise ToolInputError(
                 "a postgresql:// URL is read in place: give it as the only data, without --db"
             )
-        return data[0]
+        return data[0], None
     Path(out).mkdir(parents=True, exist_ok=True)
     local = storage.local_paths(data, Path(out) / "uploads", say=_say)
     if len(local) == 1 and local[0].endswith(".duckdb") and db is None:
-        return local[0]
+        return local[0], None
     target = db or str(Path(out) / "data.duckdb")
     loaded = _call(steps.load, local, target)
     for t in loaded.tables:
         _say(f"{t.status:9} {t.table}: {t.rows:,} rows")
-    return target
+    return target, [t.table for t in loaded.tables]
 
 
 def _map_hypotheses(
