@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict
 from flows import step_functions as steps
 from sql_tools._errors import ToolInputError
 from sql_tools._postgres import is_postgres_url
-from sql_tools.output import printable
+from sql_tools.output import printable, secrets_note
 from tasks.ingest import storage
 from tasks.run import Progress, Run
 
@@ -98,6 +98,7 @@ def investigation(
         result = _assemble(run, explanation, planned, runs, history, req.model)
         result["findings"] = _call(steps.verify_findings, run, result["findings"])
         entries = [e for r in runs for e in r["entries"]]
+        _note_masked(result, entries)
         written = _call(steps.write_report, run, req.out, result, entries)
         _artifacts(written["report_md"], result)
         saved = None
@@ -284,6 +285,14 @@ def _assemble(
     result["stats"] = {**result.get("stats", {}), "agent": sections["agent"]}
     result["similar_investigations"] = (history or {}).get("similar", [])
     return result
+
+
+def _note_masked(result: dict[str, Any], entries: list[dict[str, Any]]) -> None:
+    """Say in the result's notes (and so in the reports) how many secret-shaped values the
+    outputs show masked (``output.mask_secrets``)."""
+    note = secrets_note(result, entries)
+    if note is not None:
+        result["notes"] = [*(result.get("notes") or []), note]
 
 
 def _artifacts(report_md: str, result: dict[str, Any]) -> None:
