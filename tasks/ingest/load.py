@@ -207,7 +207,7 @@ def _check_inside(entry: Path, folder: Path, shown: str) -> None:
         kind = "folder" if real.is_dir() else "file"
         raise LoadError(
             f"{shown}: a symbolic link to a {kind} outside the data folder {folder.name or '.'}; "
-            "nothing was loaded (copy the file into the folder to load it)",
+            "nothing was loaded (give the file it points to, or copy it into the folder)",
             code="unsupported_file",
         )
 
