@@ -20,6 +20,7 @@ import importlib
 import json
 import math
 import multiprocessing
+import os
 import re
 import shutil
 import statistics
@@ -205,10 +206,13 @@ def load_case(case: Case, workdir: Path) -> tuple[Path, int]:
     from tasks.ingest.load import LoadOptions, load_files
 
     suffix = ".csv.gz" if case.csv.name.endswith(".gz") else ".csv"
-    link = workdir / f"{TABLE}{suffix}"
-    link.symlink_to(case.csv.resolve())
+    named = workdir / f"{TABLE}{suffix}"  # the table is named after the file
+    try:  # a hard link costs no copy; the loader refuses a symbolic link out of its folder
+        os.link(case.csv.resolve(), named)
+    except OSError:  # another file system
+        shutil.copyfile(case.csv, named)
     db = workdir / "case.duckdb"
-    report = load_files([link], db, LoadOptions())
+    report = load_files([named], db, LoadOptions())
     return db, report.tables[0].rows
 
 

@@ -34,6 +34,11 @@ def fail(message: str, code: int = 1) -> NoReturn:
     raise typer.Exit(code)
 
 
+def input_error_code(code: str) -> int:
+    """The exit code of an error the caller can fix (2), or of the product's own failure (1)."""
+    return 1 if code == "internal" else 2
+
+
 def emit_json(payload: Any) -> None:
     """Print JSON to stdout, written as every JSON the product emits (``output.dumps``)."""
     typer.echo(dumps(payload, indent=2))
@@ -76,7 +81,7 @@ def load(
         options = LoadOptions(**{k: v for k, v in overrides.items() if v is not None})
         report = load_files(data, db, options)
     except SqlToolError as exc:
-        fail(exc.message)
+        fail(exc.message, input_error_code(exc.code))
     except ValueError as exc:  # option validation
         fail(f"invalid option: {exc}", 2)
     if as_json:
@@ -257,7 +262,7 @@ def _investigate(
         else:  # in-process, without Prefect
             summary = investigation(request, progress)
     except SqlToolError as exc:
-        fail(exc.message, 2 if exc.code != "internal" else 1)
+        fail(exc.message, input_error_code(exc.code))
     except OSError as exc:
         fail(f"{exc.filename or ''}: {exc.strerror or exc}")
     except ValueError as exc:  # storage locations: bad URL, missing bucket, size/hash mismatch

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict
 from flows import step_functions as steps
 from sql_tools._errors import ToolInputError
 from sql_tools._postgres import is_postgres_url
-from sql_tools.output import printable
+from sql_tools.output import printable, secrets_note
 from tasks.ingest import storage
 from tasks.run import Progress, Run
 
@@ -78,8 +78,11 @@ def investigation(
     Returns the run's summary (out, db, run id, change, root causes, hypotheses, paths)."""
     offline = req.offline or (client is None and not os.environ.get("ANTHROPIC_API_KEY"))
     source = _source_name(req.source)
-    db = _load(req.data, req.db, req.out)
-    run = Run(db, req.question(), source=source, progress=progress, client=client, config=config)
+    db, tables = _load(req.data, req.db, req.out)
+    run = Run(
+        db, req.question(), source=source, progress=progress, client=client, config=config,
+        tables=tables,
+    )  # fmt: skip
     with run:
         if is_postgres_url(db):
             _say(f"postgres  {run.db}: {', '.join(run.ctx.schema.table_names)}")
@@ -95,6 +98,7 @@ def investigation(
         result = _assemble(run, explanation, planned, runs, history, req.model)
         result["findings"] = _call(steps.verify_findings, run, result["findings"])
         entries = [e for r in runs for e in r["entries"]]
+        _note_masked(result, entries)
         written = _call(steps.write_report, run, req.out, result, entries)
         _artifacts(written["report_md"], result)
         saved = None
@@ -163,24 +167,27 @@ def _in_flow() -> bool:
     return FlowRunContext.get() is not None
 
 
-def _load(data: list[str], db: str | None, out: str) -> str:
-    """The database to investigate: a ``postgresql://`` URL as it is (its tables are read in
-    place, nothing is written), a ``.duckdb`` file as it is, else the files loaded into ``db``."""
+def _load(data: list[str], db: str | None, out: str) -> tuple[str, list[str] | None]:
+    """The database to investigate and the tables the investigation may see: a
+    ``postgresql://`` URL as it is (its tables are read in place, nothing is written) and a
+    ``.duckdb`` file as it is, every table; else the files loaded into ``db``, and only the
+    tables they were loaded into (the file may hold an earlier load's tables, which this
+    investigation was not given)."""
     if any(is_postgres_url(d) for d in data):
         if len(data) != 1 or db is not None:
             raise ToolInputError(
                 "a postgresql:// URL is read in place: give it as the only data, without --db"
             )
-        return data[0]
+        return data[0], None
     Path(out).mkdir(parents=True, exist_ok=True)
     local = storage.local_paths(data, Path(out) / "uploads", say=_say)
     if len(local) == 1 and local[0].endswith(".duckdb") and db is None:
-        return local[0]
+        return local[0], None
     target = db or str(Path(out) / "data.duckdb")
     loaded = _call(steps.load, local, target)
     for t in loaded.tables:
         _say(f"{t.status:9} {t.table}: {t.rows:,} rows")
-    return target
+    return target, [t.table for t in loaded.tables]
 
 
 def _map_hypotheses(
@@ -278,6 +285,14 @@ def _assemble(
     result["stats"] = {**result.get("stats", {}), "agent": sections["agent"]}
     result["similar_investigations"] = (history or {}).get("similar", [])
     return result
+
+
+def _note_masked(result: dict[str, Any], entries: list[dict[str, Any]]) -> None:
+    """Say in the result's notes (and so in the reports) how many secret-shaped values the
+    outputs show masked (``output.mask_secrets``)."""
+    note = secrets_note(result, entries)
+    if note is not None:
+        result["notes"] = [*(result.get("notes") or []), note]
 
 
 def _artifacts(report_md: str, result: dict[str, Any]) -> None:

@@ -101,6 +101,8 @@ def _log(done: dict[str, Any]) -> None:
         return
     from prefect.logging import get_run_logger
 
+    from sql_tools.output import printable
+
     log = get_run_logger()
     outcome = done["outcome"]
     hid = outcome["hypothesis"]["id"]
@@ -108,6 +110,6 @@ def _log(done: dict[str, Any]) -> None:
         log.info(
             "%s %s %s (%.0f ms)%s: %s",
             hid, e["id"], e["tool"], e["elapsed_ms"], " error" if e["is_error"] else "",
-            e["summary"],
+            printable(e["summary"]),
         )  # fmt: skip
-    log.info("%s %s: %s", hid, outcome["status"], outcome["stop_reason"])
+    log.info("%s %s: %s", hid, outcome["status"], printable(outcome["stop_reason"]))

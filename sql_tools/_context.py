@@ -13,7 +13,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -178,13 +178,23 @@ class QueryOutput:
 class ToolContext:
     """A read-only sandboxed connection on one database file plus its live schema.
 
+    ``tables``, when given, is all the context knows of the file: an investigation names the
+    tables its own load wrote, so tables left in the same file by an earlier load are neither
+    offered (schema, tool enums, profiles) nor queried (the statement guard allows only the
+    schema's tables).
+
     Use as a context manager, or call :meth:`close`.
     """
 
     #: the SQL dialect queries are rendered in for this context (see ``_sql.to_sql``)
     dialect = "duckdb"
 
-    def __init__(self, db_path: str | Path, limits: Limits | None = None) -> None:
+    def __init__(
+        self,
+        db_path: str | Path,
+        limits: Limits | None = None,
+        tables: Collection[str] | None = None,
+    ) -> None:
         if str(db_path).lower().startswith(("postgresql:/", "postgres:/")):  # never echo it
             raise SqlToolError(
                 "a postgresql:// URL is not a DuckDB file: this reads DuckDB files only",
@@ -207,7 +217,7 @@ class ToolContext:
             ) from exc
         self._lock = threading.Lock()
         self._stopped = False
-        self.schema = self._read_schema()
+        self.schema = self._read_schema(tables)
 
     def __enter__(self) -> ToolContext:
         return self
@@ -241,7 +251,9 @@ class ToolContext:
         self._stopped = True
         self.con.interrupt()
 
-    def _read_schema(self) -> Schema:
+    def _read_schema(self, only: Collection[str] | None) -> Schema:
+        """The user tables of ``main`` (only those named in ``only`` when given) and their
+        catalogue."""
         catalog = read_catalog(self.con)
         tables: dict[str, list[Column]] = {}
         rows = self.con.execute(
@@ -253,6 +265,10 @@ class ToolContext:
             if tname.startswith(META_SCHEMA):
                 continue
             tables.setdefault(tname, []).append(Column(tname, cname, ctype, kind_of(ctype), cname))
+        if only is not None:
+            keep = set(only)
+            tables = {name: cols for name, cols in tables.items() if name in keep}
+            catalog = _restricted(catalog, set(tables))
         return Schema(tables=tables, catalog=catalog)
 
     @contextmanager
@@ -310,6 +326,19 @@ class ToolContext:
         if table.num_rows > max_rows:
             raise ResourceLimit(f"query returned {table.num_rows:,} rows, more than {max_rows:,}")
         return table
+
+
+def _restricted(catalog: Catalog, tables: set[str]) -> Catalog:
+    """The catalogue of ``tables`` alone: their load records and profiles, and the join keys
+    between two of them. What it leaves out is as absent as a table the file never held."""
+    return Catalog(
+        version=catalog.version,
+        loads={t: rec for t, rec in catalog.loads.items() if t in tables},
+        profiles={t: prof for t, prof in catalog.profiles.items() if t in tables},
+        join_keys=[
+            k for k in catalog.join_keys if k.from_table in tables and k.to_table in tables
+        ],
+    )
 
 
 def limit_address_space(max_bytes: int) -> None:

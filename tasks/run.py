@@ -79,7 +79,9 @@ class Run:
     arguments ``qargs`` (as ``drilldown investigate`` takes them), the data's identity ``data`` (when not given: the loaded files'
     hashes, and the named-metrics file's when the question reads one), the data's ``source``
     name, the ``progress`` callback, and optionally the Claude ``client`` and agent ``config`` to
-    use (default: from the environment).
+    use (default: from the environment). ``tables`` names the tables of a DuckDB file the run
+    may see (default: all): the ones its own load wrote, so that a table an earlier load left in
+    the same file never reaches this investigation.
 
     Use it as a context manager, or call :meth:`close`: the run owns its connection.
     """
@@ -94,6 +96,7 @@ class Run:
         progress: Progress | None = None,
         client: Any = None,
         config: Any = None,
+        tables: list[str] | None = None,
     ) -> None:
         if is_postgres_url(db):
             where = parse_postgres_url(str(db))
@@ -105,6 +108,7 @@ class Run:
         self.progress = progress
         self.client = client
         self.config = config
+        self.tables = sorted(tables) if tables is not None else None
         self._lock = threading.Lock()
         self._ctx: ToolContext | PostgresContext | None = None
         self._fingerprint: dict[str, str] | None = None
@@ -134,8 +138,9 @@ class Run:
         return self._fingerprint
 
     def identity(self) -> dict[str, Any]:
-        """What a cached step's result depends on: the database, the question, the data."""
-        return {"db": self._place, "qargs": self.qargs, "data": self.data}
+        """What a cached step's result depends on: the database (and the tables it may see),
+        the question, the data."""
+        return {"db": self._place, "tables": self.tables, "qargs": self.qargs, "data": self.data}
 
     @property
     def ctx(self) -> ToolContext | PostgresContext:
@@ -144,7 +149,7 @@ class Run:
             if self._closed:
                 raise RuntimeError("this run is closed")
             if self._ctx is None:
-                self._ctx = open_context(self._location)
+                self._ctx = open_context(self._location, tables=self.tables)
             return self._ctx
 
     @property

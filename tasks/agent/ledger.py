@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,8 @@ from sql_tools.output import dumps
 from tasks.agent.models import LedgerEntry
 from tasks.agent.untrusted import to_json
 
+_HYPOTHESIS_ID = re.compile(r"h[0-9]+")
+"""How a hypothesis's id is written (its log is ``hypotheses/<id>.log``)."""
 RESULT_ROWS = 20
 
 
@@ -160,7 +163,9 @@ class Ledger:
         return [e for e in self.entries if e.hypothesis_id == hypothesis_id]
 
     def write(self, out: Path, titles: dict[str, str]) -> None:
-        """``evidence.jsonl`` and ``hypotheses/<id>.log`` under ``out``."""
+        """``evidence.jsonl`` and ``hypotheses/<id>.log`` under ``out``; the log of a hypothesis
+        this investigation does not have (left by an earlier one in the same folder) is removed,
+        so the folder shows one investigation."""
         out.mkdir(parents=True, exist_ok=True)
         tmp = out / "evidence.jsonl.tmp"
         with tmp.open("w", encoding="utf-8") as f:
@@ -169,6 +174,9 @@ class Ledger:
         tmp.replace(out / "evidence.jsonl")
         logs = out / "hypotheses"
         logs.mkdir(exist_ok=True)
+        for stale in logs.glob("h*.log"):
+            if _HYPOTHESIS_ID.fullmatch(stale.stem) and stale.stem not in titles:
+                stale.unlink()
         for hid, title in titles.items():
             lines = [f"hypothesis {hid}: {to_json(title)}", ""]
             for e in self.of(hid):

@@ -152,8 +152,9 @@ def _collect(paths: Sequence[str | Path]) -> tuple[list[_Input], list[str]]:
         if not path.exists():
             raise LoadError(f"{path}: no such file or directory")
         if path.is_dir():
-            files = sorted(p for p in path.rglob("*") if p.is_file())
+            files = _folder_files(path)
         else:
+            _check_inside(path, path.parent, path.name)
             files = [path]
         for file in files:
             item = _make_input(file, str(file))
@@ -173,6 +174,42 @@ def _collect(paths: Sequence[str | Path]) -> tuple[list[_Input], list[str]]:
     if not inputs:
         raise LoadError("no loadable files (.csv, .tsv, .csv.gz, .tsv.gz, .parquet) given")
     return inputs, skipped
+
+
+def _folder_files(folder: Path) -> list[Path]:
+    """The files under ``folder`` (recursively, sorted), once every entry is known to stay
+    inside it.
+
+    A folder someone else made (a download, an unpacked archive) must not read the user's other
+    files: an entry that is a link (to a file or to a folder) whose target lies outside
+    ``folder`` refuses the whole load. Links to folders are not descended, so a link back into
+    the folder cannot loop; what they point at is reached where it lives.
+    """
+    files: list[Path] = []
+    for entry in sorted(folder.rglob("*")):
+        _check_inside(entry, folder, entry.relative_to(folder).as_posix())
+        if entry.is_file():
+            files.append(entry)
+    return files
+
+
+def _check_inside(entry: Path, folder: Path, shown: str) -> None:
+    """Refuse ``entry`` (named ``shown`` in the error) when its resolved path leaves ``folder``
+    or its links cannot be followed (a loop)."""
+    try:
+        real, root = entry.resolve(), folder.resolve()
+    except (OSError, RuntimeError):  # RuntimeError: a link loop (Python before 3.13)
+        raise LoadError(
+            f"{shown}: a symbolic link that cannot be followed (a loop); nothing was loaded",
+            code="unsupported_file",
+        ) from None
+    if not real.is_relative_to(root):
+        kind = "folder" if real.is_dir() else "file"
+        raise LoadError(
+            f"{shown}: a symbolic link to a {kind} outside the data folder {folder.name or '.'}; "
+            "nothing was loaded (give the file it points to, or copy it into the folder)",
+            code="unsupported_file",
+        )
 
 
 def _check_same_table(inputs: list[_Input]) -> None:

@@ -17,7 +17,7 @@ kept by ANALYZE) is used when there is one, else the exact count. Text is compar
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from sql_tools._context import Limits, ToolContext
@@ -46,12 +46,14 @@ _PATTERNS = {"numbers": NUMBER_PATTERN, "dates": DATE_PATTERN}
 _ORDERABLE_OTHER = frozenset({"TIME", "TIME WITH TIME ZONE", "INTERVAL"})
 
 
-def open_context(location: str, limits: Limits | None = None) -> ToolContext | PostgresContext:
+def open_context(
+    location: str, limits: Limits | None = None, tables: Collection[str] | None = None
+) -> ToolContext | PostgresContext:
     """A read-only tool context on ``location``: a ``postgresql://`` URL (profiled in place) or
-    a DuckDB file written by the loader."""
+    a DuckDB file written by the loader, knowing only ``tables`` of the file when given."""
     if is_postgres_url(location):
         return open_postgres(location, limits)
-    return ToolContext(location, limits)
+    return ToolContext(location, limits, tables)
 
 
 def open_postgres(url: str, limits: Limits | None = None) -> PostgresContext:

@@ -81,6 +81,9 @@ def write_report_files(
     if png is not None:
         images[TIMESERIES] = png
     written: list[Path] = []
+    for name in CHARTS:  # a chart not drawn now is not left from an earlier investigation
+        if name not in images:
+            (charts_dir / name).unlink(missing_ok=True)
     for name, data in images.items():
         path = charts_dir / name
         path.write_bytes(data)

@@ -14,6 +14,7 @@ import json
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from sql_tools.output import masked
 from tasks.engine.spec import Question
 from tasks.run import Run
 
@@ -85,9 +86,11 @@ def record(
     evidence: list[dict[str, Any]],
     report_md: str,
 ) -> Any:
-    """The store's record of a finished investigation."""
+    """The store's record of a finished investigation, secret-shaped values masked
+    (``output.masked``) as in every other output: the store keeps what the report shows."""
     from tasks.store.models import InvestigationRecord
 
+    result, evidence, report_md = masked([result, evidence, report_md])
     return InvestigationRecord(
         run_id=rid,
         created_at=datetime.now(UTC),
@@ -96,9 +99,9 @@ def record(
         metric=q.metric.expression,
         metric_name=q.metric.name,
         table=q.metric.table,
-        baseline=q.periods.label("baseline"),
-        comparison=q.periods.label("comparison"),
-        question=question_dict(q),
+        baseline=masked(q.periods.label("baseline")),
+        comparison=masked(q.periods.label("comparison")),
+        question=masked(question_dict(q)),
         result=result,
         hypotheses=result.get("hypotheses") or [],
         evidence=evidence,

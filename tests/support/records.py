@@ -5,7 +5,10 @@ in Germany and a DAU drop on Android, with hypotheses, an evidence ledger and fi
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
+
+import duckdb
 
 from tasks.store import InvestigationRecord
 
@@ -125,3 +128,19 @@ def android_dau_drop(**changes: Any) -> InvestigationRecord:
     }  # fmt: skip
     data.update(changes)
     return InvestigationRecord(**data)
+
+
+def store_text(path: Path) -> str:
+    """Every value of every table of a local memory store, as text: what a search of the store
+    for a string finds (the file's own bytes may hold text compressed)."""
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        names = con.execute(
+            "SELECT table_schema, table_name FROM information_schema.tables "
+            "WHERE table_type = 'BASE TABLE'"
+        ).fetchall()
+        rows = [con.execute(f'SELECT * FROM "{s}"."{t}"').fetchall() for s, t in names]
+    finally:
+        con.close()
+    assert any(rows), "the store holds nothing"
+    return repr(rows)
