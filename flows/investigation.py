@@ -215,10 +215,11 @@ def _collect(
         i = futures.index(fut)
         try:
             done[i] = fut.result()
-        except Exception as exc:  # one failed hypothesis never loses the others
-            from tasks.agent.steps import unavailable
+        except Exception as exc:  # one failed hypothesis never loses the others, nor its work
+            from tasks.agent.steps import interrupted
 
-            done[i] = unavailable(items[i], f"{type(exc).__name__}: {exc}")
+            reason = f"{type(exc).__name__}: {exc}"
+            done[i] = interrupted(items[i], reason, getattr(exc, "done", None))
         tracker.done(done[i])
     return [done[i] for i in range(len(items))]
 
