@@ -98,10 +98,8 @@ def investigation(
         written = _call(steps.write_report, run, req.out, result, entries)
         _artifacts(written["report_md"], result)
         saved = None
-        if req.remember:
+        if req.remember:  # raises when the save does not land: the report stays written
             saved = _call(steps.remember, run, result, entries, written["report_md"])
-            if saved.get("warning"):
-                _say(f"warning: {saved['warning']}")
     return {
         "out": req.out,
         "db": run.db if is_postgres_url(db) else db,  # a URL without its password
