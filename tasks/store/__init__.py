@@ -106,13 +106,14 @@ def store_from_config(
     """The configured store (see the module docstring for the variables)."""
     env = os.environ if env is None else env
     kind, url, path = _settings(env)
+    wait_s = _wait_s(env)
     if embedder is None:
         embedder = embedder_from_config(env)
     if kind == "supabase":
         from tasks.store.supabase_store import SupabaseStore
 
         return SupabaseStore(url, local_path=path, embedder=embedder)
-    return DuckDBStore(path, embedder=embedder, wait_s=_wait_s(env))
+    return DuckDBStore(path, embedder=embedder, wait_s=wait_s)
 
 
 def flush_outbox(

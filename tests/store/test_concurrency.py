@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tasks.store import DuckDBStore
 from tests.support.records import ios_revenue_drop
 
@@ -106,3 +108,13 @@ def test_a_store_held_too_long_fails_the_command_and_keeps_the_report(tmp_path: 
     assert (out / "report.md").is_file() and (out / "result.json").is_file()
     with DuckDBStore(store, embedder=embedder) as memory:
         assert memory.list_investigations() == []
+
+
+def test_a_wait_that_is_not_a_number_of_seconds_is_refused(tmp_path: Path):
+    from tasks.store import StoreConfigError, store_from_config
+
+    for raw in ("soon", "-1", "nan", "1e9"):
+        env = {"DRILLDOWN_STORE_PATH": str(tmp_path / "s.duckdb"), "DRILLDOWN_STORE_WAIT": raw}
+        with pytest.raises(StoreConfigError, match="DRILLDOWN_STORE_WAIT must be a number"):
+            store_from_config(env)
+    assert not (tmp_path / "s.duckdb").exists()
