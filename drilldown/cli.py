@@ -211,6 +211,7 @@ def _investigate(
     Prefect API is configured, else in-process without Prefect) and print its answer."""
 
     from sql_tools._errors import SqlToolError
+    from tasks.store import StoreConfigError, StoreError
 
     if not offline and not os.environ.get("ANTHROPIC_API_KEY"):
         typer.echo("ANTHROPIC_API_KEY is not set: investigating offline", err=True)
@@ -263,6 +264,8 @@ def _investigate(
             summary = investigation(request, progress)
     except SqlToolError as exc:
         fail(exc.message, input_error_code(exc.code))
+    except StoreError as exc:  # the investigation was not remembered; its report is written
+        fail(f"{exc}; the report is in {out}", 2 if isinstance(exc, StoreConfigError) else 1)
     except OSError as exc:
         fail(f"{exc.filename or ''}: {exc.strerror or exc}")
     except ValueError as exc:  # storage locations: bad URL, missing bucket, size/hash mismatch

@@ -102,10 +102,8 @@ def investigation(
         written = _call(steps.write_report, run, req.out, result, entries)
         _artifacts(written["report_md"], result)
         saved = None
-        if req.remember:
+        if req.remember:  # raises when the save does not land: the report stays written
             saved = _call(steps.remember, run, result, entries, written["report_md"])
-            if saved.get("warning"):
-                _say(f"warning: {saved['warning']}")
     return {
         "out": req.out,
         "db": run.db if is_postgres_url(db) else db,  # a URL without its password
@@ -222,10 +220,11 @@ def _collect(
         i = futures.index(fut)
         try:
             done[i] = fut.result()
-        except Exception as exc:  # one failed hypothesis never loses the others
-            from tasks.agent.steps import unavailable
+        except Exception as exc:  # one failed hypothesis never loses the others, nor its work
+            from tasks.agent.steps import interrupted
 
-            done[i] = unavailable(items[i], f"{type(exc).__name__}: {exc}")
+            reason = f"{type(exc).__name__}: {exc}"
+            done[i] = interrupted(items[i], reason, getattr(exc, "done", None))
         tracker.done(done[i])
     return [done[i] for i in range(len(items))]
 

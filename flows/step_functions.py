@@ -20,7 +20,16 @@ if TYPE_CHECKING:
 
 
 class HypothesisUnavailable(ConnectionError):
-    """The model could not be reached for this hypothesis (overload, rate limit, network)."""
+    """The model could not be reached for this hypothesis (overload, rate limit, network).
+
+    ``done`` is the hypothesis's run up to then (its tool calls and the findings the gate
+    accepted): the task retries the hypothesis, and when it stays unreachable the flow keeps
+    that work, marked interrupted (:func:`tasks.agent.steps.interrupted`), instead of losing it.
+    """
+
+    def __init__(self, message: str, done: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.done = done
 
 
 def load(paths: list[str], db: str) -> LoadReport:
@@ -61,7 +70,8 @@ def investigate_hypothesis(
     done = agent_steps.investigate_hypothesis(run, item, offline, model)
     _log(done)
     if agent_steps.unreachable(done):  # not a result to keep: retry, then the flow records it
-        raise HypothesisUnavailable(f"{item['hypothesis']['id']}: {done['outcome']['stop_reason']}")
+        reason = f"{item['hypothesis']['id']}: {done['outcome']['stop_reason']}"
+        raise HypothesisUnavailable(reason, done)
     return done
 
 

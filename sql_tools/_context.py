@@ -38,6 +38,7 @@ from sql_tools.catalog import (
     TableProfile,
     jsonable,
     kind_of,
+    quote_ident,
     read_catalog,
 )
 
@@ -159,6 +160,19 @@ class Schema:
         return prof.column(col.name) if prof else None
 
 
+def table_signatures(schema: Schema, rows: list[tuple[Any, ...]]) -> dict[str, Any]:
+    """Each table's signature from ``(name, row count, sum of row hashes)`` rows: its columns
+    with their types, its row count and the sum (as text: it outgrows 64 bits)."""
+    return {
+        name: {
+            "columns": [[c.name, c.type] for c in schema.tables[name]],
+            "rows": int(n),
+            "row_hash_sum": str(h),
+        }
+        for name, n, h in rows
+    }
+
+
 def _show(value: object) -> str:
     r = repr(value)
     return r if len(r) <= 80 else r[:76] + "…" + r[-1]
@@ -250,6 +264,24 @@ class ToolContext:
         """Stop the query running on this connection, and refuse any further one."""
         self._stopped = True
         self.con.interrupt()
+
+    def content_fingerprint(self) -> dict[str, Any]:
+        """The data's identity: where it is (the file) and, per table, its columns, row count
+        and the sum of its rows' 64-bit hashes, from one query. It is measured, not taken from
+        the load records: a file written outside the loader has none, and a table changed after
+        its load keeps them. Any change to a row changes its table's sum; a copy of the file
+        holds the same tables."""
+        names = self.schema.table_names
+        parts = [
+            "SELECT ?::VARCHAR AS name, count(*) AS n, "
+            f"coalesce(sum(hash(r)), 0)::VARCHAR AS h FROM main.{quote_ident(t)} AS r"
+            for t in names
+        ]
+        rows = []
+        if parts:
+            with self._lock:  # the product's own query: no guard, no tool time limit
+                rows = self.con.execute(" UNION ALL ".join(parts), names).fetchall()
+        return {"location": str(self.db_path), "tables": table_signatures(self.schema, rows)}
 
     def _read_schema(self, only: Collection[str] | None) -> Schema:
         """The user tables of ``main`` (only those named in ``only`` when given) and their

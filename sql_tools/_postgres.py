@@ -46,7 +46,7 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import pyarrow as pa
 
-from sql_tools._context import Column, Limits, QueryOutput, Schema
+from sql_tools._context import Column, Limits, QueryOutput, Schema, table_signatures
 from sql_tools._errors import (
     QueryRejected,
     QueryTimeout,
@@ -527,17 +527,7 @@ class PostgresContext:
             for t in self.schema.table_names
         ]
         rows = self.introspect(" UNION ALL ".join(parts))
-        return {
-            "location": self.source.location,
-            "tables": {
-                name: {
-                    "columns": [[c.name, c.type] for c in self.schema.tables[name]],
-                    "rows": int(n),
-                    "row_hash_sum": h,
-                }
-                for name, n, h in rows
-            },
-        }
+        return {"location": self.source.location, "tables": table_signatures(self.schema, rows)}
 
 
 def _quote(name: str) -> str:

@@ -41,13 +41,12 @@ def data_hash(db: str | Path) -> str:
 
 
 def fingerprint(ctx: ToolContext | PostgresContext) -> dict[str, str]:
-    """table -> a hash of its contents: for a DuckDB file, the SHA-256 of the file the table was
-    loaded from; in Postgres, the SHA-256 of its columns, row count and sum of row hashes
-    (:meth:`PostgresContext.content_fingerprint`, one query)."""
-    if isinstance(ctx, PostgresContext):
-        tables = ctx.content_fingerprint()["tables"]
-        return {name: fingerprint_hash(content) for name, content in sorted(tables.items())}
-    return {name: rec.sha256 for name, rec in sorted(ctx.schema.catalog.loads.items())}
+    """table -> a hash of its contents: the SHA-256 of its columns, row count and sum of row
+    hashes, measured in the database (``content_fingerprint``, one query). Measured rather than
+    read from the load records: two DuckDB files written outside the loader, or changed after
+    it, must not pass for the same data."""
+    tables = ctx.content_fingerprint()["tables"]
+    return {name: fingerprint_hash(content) for name, content in sorted(tables.items())}
 
 
 def fingerprint_hash(fp: dict[str, Any]) -> str:
@@ -76,8 +75,8 @@ def _file_hash(path: str | Path) -> str:
 class Run:
     """One investigation: ``db`` (a DuckDB file, or a ``postgresql://`` URL: :attr:`db` then
     shows it without its password, which only the connection keeps) and the question's
-    arguments ``qargs`` (as ``drilldown investigate`` takes them), the data's identity ``data`` (when not given: the loaded files'
-    hashes, and the named-metrics file's when the question reads one), the data's ``source``
+    arguments ``qargs`` (as ``drilldown investigate`` takes them), the data's identity ``data`` (when not given: the tables'
+    content hashes, and the named-metrics file's when the question reads one), the data's ``source``
     name, the ``progress`` callback, and optionally the Claude ``client`` and agent ``config`` to
     use (default: from the environment). ``tables`` names the tables of a DuckDB file the run
     may see (default: all): the ones its own load wrote, so that a table an earlier load left in
@@ -122,7 +121,7 @@ class Run:
             raise
 
     def _identity_hash(self) -> str:
-        """The loaded files' hashes, with the named-metrics file's when the question reads one
+        """The tables' content hashes, with the named-metrics file's when the question reads one
         (a named metric's definition is part of what a cached result depends on)."""
         data = fingerprint_hash(self.fingerprint)
         metrics_file = self.qargs.get("metrics_file")

@@ -110,6 +110,11 @@ class Outcome(BaseModel):
     evidence: list[str] = Field(default=[], description="Ledger ids cited by the verdict.")
     findings: list[str] = Field(default=[], description="Keys of the findings it wrote.")
     stop_reason: str = Field(description="concluded, end_turn, budget: ..., error: ...")
+    interrupted: str | None = Field(
+        default=None,
+        description="Why the model stopped answering before a verdict; what was done before "
+        "(tool calls, findings the gate accepted) is kept.",
+    )
     tool_calls: int = 0
     usage: Usage = Usage()
     elapsed_ms: float = 0.0

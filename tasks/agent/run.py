@@ -198,6 +198,7 @@ def result_sections(result: AgentResult, ledger: Ledger) -> dict[str, Any]:
                 "confidence": o.confidence,
                 "summary": o.summary,
                 "stop_reason": o.stop_reason,
+                "interrupted": o.interrupted,
                 "tool_calls": o.tool_calls,
                 "findings": o.findings,
                 "evidence": evidence,

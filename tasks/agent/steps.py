@@ -86,5 +86,22 @@ def unavailable(item: dict[str, Any], reason: str) -> dict[str, Any]:
         confidence="low",
         summary=f"not investigated: {reason}",
         stop_reason=f"error: {reason}",
+        interrupted=reason,
     )
     return {"outcome": outcome.model_dump(mode="json"), "entries": [], "findings": []}
+
+
+def interrupted(item: dict[str, Any], reason: str, done: dict[str, Any] | None) -> dict[str, Any]:
+    """The run of a hypothesis that failed after ``done`` (its run up to the failure, when
+    known): the tool calls it made and the findings it wrote are kept, since a later failure
+    does not undo them, and it is marked interrupted with the reason. Without work done it is
+    :func:`unavailable`."""
+    if not done or not (done.get("entries") or done.get("findings")):
+        return unavailable(item, reason)
+    outcome = Outcome.model_validate(done["outcome"])
+    summary = (
+        f"Interrupted after {outcome.tool_calls} tool calls ({outcome.stop_reason}); "
+        "the tool calls and findings made before are kept."
+    )
+    outcome = outcome.model_copy(update={"interrupted": reason, "summary": summary})
+    return {**done, "outcome": outcome.model_dump(mode="json")}

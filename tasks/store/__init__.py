@@ -3,7 +3,8 @@
 Backends, chosen by `store_from_config()` from the environment:
 
 - `DRILLDOWN_STORE=duckdb` (the default): an embedded DuckDB file at `DRILLDOWN_STORE_PATH`
-  (default `~/.drilldown/store.duckdb`). Offline, nothing to set up.
+  (default `~/.drilldown/store.duckdb`). Offline, nothing to set up. One process opens it at a
+  time; another waits for it up to `DRILLDOWN_STORE_WAIT` seconds (default 60).
 - `DRILLDOWN_STORE=supabase`, or `SUPABASE_DB_URL` set: Postgres + pgvector at `SUPABASE_DB_URL`,
   with the DuckDB file as an outbox while Supabase is unreachable (`flush_outbox()`).
 """
@@ -16,9 +17,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tasks.store.base import Store
-from tasks.store.duckdb_store import DuckDBStore, default_path
+from tasks.store.duckdb_store import WAIT_S, DuckDBStore, default_path
 from tasks.store.embed import Embedder, embedder_from_config
-from tasks.store.errors import RecordRejected, StoreConfigError, StoreError, StoreUnavailable
+from tasks.store.errors import (
+    RecordRejected,
+    StoreBusy,
+    StoreConfigError,
+    StoreError,
+    StoreUnavailable,
+)
 from tasks.store.models import (
     InvestigationRecord,
     InvestigationSummary,
@@ -39,6 +46,7 @@ __all__ = [
     "RecordRejected",
     "SimilarInvestigation",
     "Store",
+    "StoreBusy",
     "StoreConfigError",
     "StoreError",
     "StoreUnavailable",
@@ -76,19 +84,36 @@ def _settings(env: Mapping[str, str]) -> tuple[str, str, Path]:
     return kind, url, path
 
 
+def _wait_s(env: Mapping[str, str]) -> float:
+    """How long to wait for the DuckDB store while another process holds it (seconds)."""
+    raw = env.get("DRILLDOWN_STORE_WAIT", "").strip()
+    if not raw:
+        return WAIT_S
+    try:
+        wait = float(raw)
+    except ValueError:
+        wait = -1.0
+    if not 0 <= wait <= 3600:
+        raise StoreConfigError(
+            f"DRILLDOWN_STORE_WAIT must be a number of seconds from 0 to 3600, got {raw[:40]!r}"
+        )
+    return wait
+
+
 def store_from_config(
     env: Mapping[str, str] | None = None, embedder: Embedder | None = None
 ) -> DuckDBStore | SupabaseStore:
     """The configured store (see the module docstring for the variables)."""
     env = os.environ if env is None else env
     kind, url, path = _settings(env)
+    wait_s = _wait_s(env)
     if embedder is None:
         embedder = embedder_from_config(env)
     if kind == "supabase":
         from tasks.store.supabase_store import SupabaseStore
 
         return SupabaseStore(url, local_path=path, embedder=embedder)
-    return DuckDBStore(path, embedder=embedder)
+    return DuckDBStore(path, embedder=embedder, wait_s=wait_s)
 
 
 def flush_outbox(

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import random
 import threading
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,7 +25,7 @@ from tasks.store.base import (
     record_rows,
 )
 from tasks.store.embed import DIM, Embedder
-from tasks.store.errors import RecordRejected, StoreError
+from tasks.store.errors import RecordRejected, StoreBusy, StoreError
 from tasks.store.models import (
     DataIdentity,
     InvestigationRecord,
@@ -125,8 +127,44 @@ TABLES = ("investigations", "hypotheses", "evidence", "findings", "reports", "me
 CHILD_TABLES = TABLES[1:]
 
 
+WAIT_S = 60.0
+"""How long opening the store waits, by default, while another process holds its file."""
+
+
 def default_path() -> Path:
     return Path("~/.drilldown/store.duckdb").expanduser()
+
+
+def _held_elsewhere(error: duckdb.Error) -> bool:
+    """True when DuckDB refused the file because another process holds its lock."""
+    return "Conflicting lock" in str(error) or "Could not set lock" in str(error)
+
+
+def connect(path: Path, wait_s: float) -> duckdb.DuckDBPyConnection:
+    """A connection to the store's file. DuckDB lets one process at a time open a file for
+    writing: while another holds it (another run remembering its investigation), this one
+    retries, with growing pauses and jitter, for up to ``wait_s`` seconds, so concurrent runs
+    take turns instead of losing their writes; then :class:`StoreBusy`."""
+    deadline = time.monotonic() + wait_s
+    pause = 0.02
+    while True:
+        try:
+            return duckdb.connect(
+                str(path),
+                config={"autoinstall_known_extensions": False, "autoload_known_extensions": False},
+            )
+        except duckdb.IOException as e:
+            first = str(e).splitlines()[0]
+            if not _held_elsewhere(e):
+                raise StoreError(f"cannot open the store {str(path)!r}: {first}") from None
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise StoreBusy(
+                    f"the memory store {str(path)!r} stayed busy for {wait_s:g} s: another "
+                    "process holds it (DRILLDOWN_STORE_WAIT sets how long to wait)"
+                ) from None
+            time.sleep(min(left, pause * random.uniform(0.5, 1.5)))
+            pause = min(pause * 2, 0.5)
 
 
 def _dumps(value: Any) -> str | None:
@@ -140,25 +178,26 @@ def _loads(value: Any) -> Any:
 class DuckDBStore(StoreBase):
     """Investigations in an embedded DuckDB file (default `~/.drilldown/store.duckdb`).
 
-    One process may hold the file at a time (DuckDB's lock); threads share this store's connection
-    under a lock.
+    One process may hold the file at a time (DuckDB's lock): opening waits up to ``wait_s``
+    seconds (default :data:`WAIT_S`) while another process holds it (:func:`connect`), so hold a
+    store only as long as a read or a save takes. Threads share this store's connection under a
+    lock.
     """
 
     kind = "duckdb"
 
-    def __init__(self, path: str | Path | None = None, embedder: Embedder | None = None) -> None:
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        embedder: Embedder | None = None,
+        *,
+        wait_s: float = WAIT_S,
+    ) -> None:
         self.path = Path(path).expanduser() if path is not None else default_path()
         self._embedder = embedder
         self._lock = threading.RLock()
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self._con = duckdb.connect(
-                str(self.path),
-                config={"autoinstall_known_extensions": False, "autoload_known_extensions": False},
-            )
-        except duckdb.IOException as e:
-            first = str(e).splitlines()[0]
-            raise StoreError(f"cannot open the store {str(self.path)!r}: {first}") from None
+        self._con = connect(self.path, wait_s)
         self._con.execute("set TimeZone = 'UTC'")
         try:
             self._upgrade()

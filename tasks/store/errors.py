@@ -15,5 +15,9 @@ class StoreUnavailable(StoreError):
     """The database cannot be reached (connection refused, timed out, dropped)."""
 
 
+class StoreBusy(StoreUnavailable):
+    """Another process held the store's file for longer than this one would wait."""
+
+
 class RecordRejected(StoreError, ValueError):
     """The database refused a value of the record; nothing of it was stored."""

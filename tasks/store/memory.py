@@ -141,8 +141,10 @@ def recall_history(run: Run, explanation: dict[str, Any]) -> dict[str, Any]:
 def remember(
     run: Run, result: dict[str, Any], entries: list[dict[str, Any]], report_md: str
 ) -> dict[str, Any]:
-    """Save the investigation whole; ``{"run_id", "warning"}`` (a store problem is a warning:
-    the outputs are already written, and Supabase outages go to the local outbox)."""
+    """Save the investigation whole; ``{"run_id"}``. A save that does not land raises
+    :class:`StoreError` ("investigation ... not remembered: why", of the same class as the
+    cause, so a busy or unreachable store stays worth a retry): a run must not report an
+    investigation remembered that is not. Supabase outages go to the local outbox."""
     from tasks.store import StoreError, store_from_config
 
     q, data, rid = _identity(run)
@@ -151,5 +153,6 @@ def remember(
         with store_from_config() as store:
             store.save_investigation(rec)
     except (StoreError, OSError) as exc:
-        return {"run_id": rid, "warning": f"investigation not remembered: {exc}"}
-    return {"run_id": rid, "warning": None}
+        kind = type(exc) if isinstance(exc, StoreError) else StoreError
+        raise kind(f"investigation {rid} not remembered: {exc}") from exc
+    return {"run_id": rid}

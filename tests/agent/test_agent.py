@@ -20,7 +20,7 @@ import pytest
 
 from sql_tools._context import ToolContext
 from tasks.agent.config import AgentConfig
-from tasks.agent.gate import Gate
+from tasks.agent.gate import Gate, finding_key
 from tasks.agent.ledger import Ledger, summarize
 from tasks.agent.loop import run_hypothesis
 from tasks.agent.models import Budget, Hypothesis, Usage
@@ -39,6 +39,7 @@ PERIODS = {
     "baseline": {"start": "2024-03-18", "end": "2024-03-24"},
     "comparison": {"start": "2024-03-25", "end": "2024-03-31"},
 }
+IOS_52 = {"platform": "ios", "app_version": "5.2"}
 REVENUE = {"table": "table_1", "metric": {"agg": "sum", "column": C["revenue"]}, **PERIODS}
 BLOCK = re.compile(r"<(untrusted-data-[0-9a-f]{12}) source=\"[^\"]*\">\n(.*)\n</\1>", re.S)
 
@@ -91,6 +92,22 @@ def results(body: dict[str, Any]) -> list[tuple[bool, dict[str, Any]]]:
 
 def turn(body: dict[str, Any]) -> int:
     return sum(1 for m in body["messages"] if m["role"] == "assistant")
+
+
+DEMO_DATA = [DEMO / "events.csv", DEMO / "users.csv"]
+DEMO_QUESTION = {
+    "metric": "sum(revenue)", "table": "events", "time_column": "date",
+    "baseline": "2024-03-18:2024-03-24", "comparison": "2024-03-25:2024-03-31",
+}  # fmt: skip
+
+
+def overloaded() -> httpx2.Response:
+    """The Messages API's answer when it is overloaded (529), to be retried at once."""
+    return httpx2.Response(
+        529,
+        headers={"retry-after": "0"},
+        json={"type": "error", "error": {"type": "overloaded_error", "message": "busy"}},
+    )
 
 
 class Scripted:
@@ -360,11 +377,7 @@ def test_overloaded_529_is_retried_then_succeeds(world):
     def flaky(body):
         state["n"] += 1
         if state["n"] == 1:
-            return httpx2.Response(
-                529,
-                headers={"retry-after": "0"},
-                json={"type": "error", "error": {"type": "overloaded_error", "message": "busy"}},
-            )
+            return overloaded()
         return model(body)
 
     outcome, scripted, _, _ = run_one(
@@ -407,21 +420,12 @@ def test_failed_hypothesis_does_not_lose_the_others(tmp_path):
             ios_52 = {C["platform"]: "ios", C["app_version"]: "5.2"}
             return _proposal({C["platform"]: "android"}, ios_52)
         if _hypothesis_id(body) == "h1":
-            return httpx2.Response(
-                529,
-                headers={"retry-after": "0"},
-                json={"type": "error", "error": {"type": "overloaded_error", "message": "busy"}},
-            )
+            return overloaded()
         return confirm(body)
 
     scripted = Scripted(model)
     config = AgentConfig(concurrency=2, max_retries=1)
-    question = {
-        "metric": "sum(revenue)", "table": "events", "time_column": "date",
-        "baseline": "2024-03-18:2024-03-24", "comparison": "2024-03-25:2024-03-31",
-    }  # fmt: skip
-    data = [DEMO / "events.csv", DEMO / "users.csv"]
-    result = investigated(data, tmp_path / "out", question, scripted.client(1), config)
+    result = investigated(DEMO_DATA, tmp_path / "out", DEMO_QUESTION, scripted.client(1), config)
     by_id = {h["id"]: h for h in result["hypotheses"]}
     assert by_id["h1"]["status"] == "inconclusive"
     assert "overloaded (529)" in by_id["h1"]["stop_reason"]
@@ -432,6 +436,42 @@ def test_failed_hypothesis_does_not_lose_the_others(tmp_path):
     assert usage.cost_usd == pytest.approx(config.cost(usage), abs=1e-6)
     assert [h["status"] for h in result["hypotheses"]] == ["inconclusive", "confirmed"]
     assert result["findings"][0]["status"] == "accepted"
+
+
+def test_an_overload_after_an_accepted_finding_keeps_the_finding_and_the_ledger(tmp_path):
+    """h1 reads the split and writes a finding the gate accepts; then the API answers 529 five
+    times (four retries allowed). The finding, the two tool calls and their usage survive, and
+    the hypothesis is marked interrupted with the reason instead of being replaced."""
+    confirm = confirming_model()
+
+    def model(body):
+        if body.get("tool_choice", {}).get("type") == "tool":
+            return _proposal({C["platform"]: "ios", C["app_version"]: "5.2"})
+        if turn(body) < 2:
+            return confirm(body)
+        return overloaded()
+
+    scripted = Scripted(model)
+    config = AgentConfig(concurrency=1, max_retries=4)
+    out = tmp_path / "out"
+    result = investigated(DEMO_DATA, out, DEMO_QUESTION, scripted.client(4), config)
+    assert sum(1 for r in scripted.requests if turn(r) == 2) == 5  # the 529 and four retries
+    h1 = next(h for h in result["hypotheses"] if h["id"] == "h1")
+    assert h1["status"] == "inconclusive"
+    assert h1["tool_calls"] == 2 and h1["findings"] == [finding_key(IOS_52, "rate")]
+    assert [e["id"] for e in h1["evidence"]] == ["q-1", "q-2"]
+    assert "overloaded (529)" in h1["interrupted"]
+    assert h1["summary"].startswith("Interrupted after 2 tool calls (error: Anthropic API")
+    [finding] = [f for f in result["findings"] if f["hypothesis_id"] == "h1"]
+    assert finding["status"] == "accepted" and finding["segment"] == IOS_52
+    ledger = [json.loads(line) for line in (out / "evidence.jsonl").read_text().splitlines()]
+    assert [(e["hypothesis_id"], e["tool"]) for e in ledger] == [
+        ("h1", "metric_compare_periods"), ("h1", "write_finding"),
+    ]  # fmt: skip
+    assert result["stats"]["agent"]["usage"]["requests"] == 3  # the proposal and h1's two turns
+    report = (out / "report.md").read_text()
+    assert "Interrupted after 2 tool calls" in report
+    assert "| platform = ios, app\\_version = 5.2 (rate) | 2,907 | 700 |" in report
 
 
 def test_gate_rejects_wrong_numbers_and_the_model_sees_why(world):

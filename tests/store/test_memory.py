@@ -143,3 +143,73 @@ def test_a_named_source_carries_memory_to_its_next_version(tmp_path):
     assert "Seen before: the investigation of" in cause["story"]
     assert not [h for h in result["hypotheses"] if h["segment"] == {"country": "US"}]
     assert "other data" not in (later / "report.md").read_text()
+
+
+def _loaded_and_changed(tmp_path: Path) -> tuple[Path, Path]:
+    """Two databases the loader wrote from the same file, one of them changed afterwards (every
+    US amount tripled): the same catalogue, other data."""
+    import shutil
+
+    import duckdb
+
+    from tasks.ingest.load import load_files
+
+    a, b = tmp_path / "a.duckdb", tmp_path / "b.duckdb"
+    load_files([DEMO / "events.csv"], a)
+    shutil.copy(a, b)
+    con = duckdb.connect(str(b))
+    try:
+        con.execute("update events set revenue = revenue * 3 where country = 'US'")
+    finally:
+        con.close()
+    return a, b
+
+
+def investigate_db(store: Path, db: Path, out: Path) -> dict:
+    """Investigate the database ``db`` into ``out``; its result.json."""
+    drilldown(store, "investigate", str(db), *QUESTION, "--out", str(out))
+    return json.loads((out / "result.json").read_text())
+
+
+def test_two_databases_asked_the_same_question_are_two_investigations(tmp_path):
+    store = tmp_path / "memory.duckdb"
+    a, b = _loaded_and_changed(tmp_path)
+    r1, r2 = (investigate_db(store, db, tmp_path / db.stem) for db in (a, b))
+    dismissed = [f["segment"] for f in r1["findings"] if f["status"] == "dismissed"]
+    assert dismissed == [{"country": "US"}]
+    # b did not replace a: both are stored, and a is listed as an investigation of other data
+    lines = drilldown(store, "history", "revenue fell", "--limit", "10").stdout.splitlines()
+    assert len(lines) == 2
+    [past] = r2["similar_investigations"]
+    assert past["same_data"] is False
+    # the driver a dismissed on its data is investigated again on b's
+    assert [h for h in r2["hypotheses"] if h["segment"] == {"country": "US"}]
+
+
+def test_the_identity_of_a_database_is_its_contents(tmp_path):
+    """Databases written outside the loader have no load records: their tables' contents still
+    tell them apart, and a copy of a database holds the same data."""
+    import shutil
+
+    import duckdb
+
+    from tasks.run import Run
+    from tasks.store.models import DataIdentity
+
+    a, b, copy = tmp_path / "a.duckdb", tmp_path / "b.duckdb", tmp_path / "copy.duckdb"
+    for path, factor in ((a, 1), (b, 2)):
+        con = duckdb.connect(str(path))
+        try:
+            con.execute(f"create table events as select * from read_csv('{DEMO / 'events.csv'}')")
+            con.execute(f"update events set revenue = revenue * {factor} where country = 'US'")
+        finally:
+            con.close()
+    shutil.copy(a, copy)
+    prints = {}
+    for path in (a, b, copy):
+        with Run(path, {}) as run:
+            prints[path.stem] = run.fingerprint
+    assert set(prints["a"]) == {"events"} and prints["a"] != prints["b"]
+    assert prints["a"] == prints["copy"]
+    ident = {k: DataIdentity(table="events", fingerprint=fp) for k, fp in prints.items()}
+    assert not ident["a"].same_data(ident["b"]) and ident["a"].same_data(ident["copy"])
