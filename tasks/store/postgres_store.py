@@ -1,7 +1,9 @@
 """The team store: Postgres + pgvector (Supabase), over a direct connection with psycopg 3.
 
-The schema is `supabase/migrations/`. The app connects as `drilldown_writer`: it reads the tables and
-writes only through `public.save_investigation()`, which replaces a run whole in one transaction.
+The schema is `supabase/migrations/`. The app connects as its team's writer (`drilldown_writer`, or
+a role in `drilldown_writers` mapped to its team): row-level security shows it its team's
+investigations only, and it writes only through `public.save_investigation()`, which replaces a
+run of its team whole in one transaction.
 Supabase keeps pgvector in the `extensions` schema; the vector type is looked up there when it is not
 on the search path, and every statement names its schema, so pooled connections work too.
 """
@@ -70,6 +72,23 @@ def is_connection_error(e: BaseException) -> bool:
     return False
 
 
+def _teamless_role(conn: psycopg.Connection[Any]) -> str | None:
+    """The connected role when it belongs to no team, else None.
+
+    Such a role would see no past investigation and save none: better one clear error at the
+    start than a memory that looks empty. A store from before teams (no drilldown_team())
+    has one memory for every writer.
+    """
+    try:
+        role, team = conn.execute(
+            "select public.drilldown_caller(), public.drilldown_team()"
+        ).fetchone()
+    except psycopg.errors.UndefinedFunction:
+        role, team = None, None
+    conn.rollback()
+    return role if role is not None and team is None else None
+
+
 class PostgresStore(StoreBase):
     """Investigations in Postgres + pgvector. `dsn` is a URL or a libpq conninfo string."""
 
@@ -121,6 +140,13 @@ class PostgresStore(StoreBase):
                 )
             register_vector_info(conn, info)
             conn.rollback()
+            role = _teamless_role(conn)
+            if role is not None:
+                conn.close()
+                raise StoreError(
+                    f"the Postgres role {role!r} belongs to no team: map it to its team in "
+                    "public.team_writers (see supabase/migrations)"
+                )
         except psycopg.Error as e:
             conn.close()
             raise StoreError(f"cannot prepare the Postgres connection: {_one_line(e)}") from None

@@ -3,6 +3,7 @@ and the outbox that keeps investigations while Supabase is unreachable."""
 
 from __future__ import annotations
 
+import json
 import socket
 import uuid
 from pathlib import Path
@@ -24,6 +25,10 @@ from tasks.store import (
 )
 from tests.support.postgres import migration_files
 from tests.support.records import TABLES, android_dau_drop, de_signup_drop, ios_revenue_drop
+
+
+# a signed-in user of the team whose writer is drilldown_writer
+DEFAULT_TEAM = {"app_metadata": {"team": "default"}}
 
 
 def closed_port_dsn() -> str:
@@ -51,9 +56,12 @@ def saved(writer_dsn, embedder):
     return ios_revenue_drop()
 
 
-def as_role(admin_dsn: str, role: str, query: str, params=()):
+def as_role(admin_dsn: str, role: str, query: str, params=(), claims: dict | None = None):
+    """Run a query as a role; with claims, as Supabase's API runs it for a signed-in user."""
     with psycopg.connect(admin_dsn) as c:
         c.execute(sql.SQL("set local role {}").format(sql.Identifier(role)))
+        if claims is not None:
+            c.execute("select set_config('request.jwt.claims', %s, true)", [json.dumps(claims)])
         return c.execute(query, params).fetchall()
 
 
@@ -89,7 +97,8 @@ def test_rls_anon_sees_nothing_and_signed_in_users_only_read(admin_dsn, saved):
     for table in TABLES:
         with pytest.raises(errors.InsufficientPrivilege):
             as_role(admin_dsn, "anon", f"select count(*) from {table}")
-        assert as_role(admin_dsn, "authenticated", f"select count(*) from {table}")[0][0] >= 1
+        count = f"select count(*) from {table}"
+        assert as_role(admin_dsn, "authenticated", count, claims=DEFAULT_TEAM)[0][0] >= 1
     with pytest.raises(errors.InsufficientPrivilege):
         as_role(admin_dsn, "anon", "select * from match_memory_documents(array_fill(0.1::real, "
                 "array[256])::extensions.vector, 1, '{}')")  # fmt: skip
@@ -276,6 +285,10 @@ def test_a_database_of_the_first_migration_is_upgraded_keeping_what_it_holds(pg_
             named = ios_revenue_drop(run_id="run-named", data_source="shop")
             store.save_investigation(named)
             assert store.get_investigation("run-named") == named
+        # what the one writer saved before teams stays its team's (and its signed-in users')
+        teams = "select run_id, team from investigations order by run_id"
+        assert as_role(pg_server.admin_uri(name), "authenticated", teams, claims=DEFAULT_TEAM) == [
+            ("run-ios-revenue", "default"), ("run-named", "default")]  # fmt: skip
     finally:
         with psycopg.connect(pg_server.admin_uri(), autocommit=True) as c:
             c.execute(f'drop database "{name}" with (force)')
