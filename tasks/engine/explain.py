@@ -238,6 +238,8 @@ def _explained(
         else additive_leaves(cube.leaf, days)
     )
     change = _significance(q, totals, series, leaves)
+    if totals["baseline"] == 0:  # a move from nothing has a size, but not a relative one
+        notes.append("the baseline is 0, so the change has no relative size")
     if kind == "distinct":
         # a distinct count is a count: its noise is never below the count itself (the row
         # level of counts), then scaled by how often one value is counted in several leaves
