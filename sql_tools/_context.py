@@ -354,28 +354,25 @@ def _open_sandboxed(path: Path, limits: Limits, tmpdir: str) -> duckdb.DuckDBPyC
             "allow_unsigned_extensions": False,
             "allow_persistent_secrets": False,
             "python_enable_replacements": False,
+            "threads": limits.threads,
+            "memory_limit": limits.memory_limit,
             "max_execution_time": int(limits.timeout_s * 1000) + 1000,
         },
     )
-    _bound_resources(con, limits, tmpdir)
+    _bound_spill(con, limits, tmpdir)
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
     return con
 
 
-def _bound_resources(con: duckdb.DuckDBPyConnection, limits: Limits, tmpdir: str) -> None:
-    """Memory, threads and spill space of the database instance, set on the open connection.
+def _bound_spill(con: duckdb.DuckDBPyConnection, limits: Limits, tmpdir: str) -> None:
+    """Spill space, set on the open connection.
 
     Given to ``duckdb.connect``'s config instead, ``max_temp_directory_size`` is reported by
     ``current_setting`` but not enforced: a distinct count spilled 400 MB against a 20 MB cap.
     Set here, a query that needs more spill stops with "failed to offload data block". The
-    settings are the instance's, so the cursors made from this connection (:meth:`ToolContext.
-    sibling`) share them.
+    setting is the database instance's, so the cursors made from this connection
+    (:meth:`ToolContext.sibling`) share it.
     """
-    con.execute(f"SET threads = {int(limits.threads)}")
-    for name, value in (
-        ("memory_limit", limits.memory_limit),
-        ("temp_directory", tmpdir),
-        ("max_temp_directory_size", limits.max_temp_directory_size),
-    ):
-        con.execute(f"SET {name} = ?", [value])
+    con.execute("SET temp_directory = ?", [tmpdir])
+    con.execute("SET max_temp_directory_size = ?", [limits.max_temp_directory_size])
