@@ -524,7 +524,6 @@ def build_cube(ctx: ToolContext, q: Question, dims: list[str]) -> Cube:
         vals = enc.dictionary.to_pylist()
         values.append([_plain(v) for v in vals])
         codes[:, j] = np.where(grouped[:, j], idx, -1)
-    _check_keys(dims, values, depth)
     scale = _scales(q)
     stats: dict[str, np.ndarray] = {}
     raw = _constant_denominator(table)
@@ -568,22 +567,6 @@ def build_cube(ctx: ToolContext, q: Question, dims: list[str]) -> Cube:
             if sql.by_day
             else None
         ),
-    )
-
-
-def _check_keys(dims: list[str], values: list[list[Any]], depth: int) -> None:
-    """Refuse column sets whose value combinations overflow the search's keys: it numbers a
-    segment's leaves by one 64-bit integer over its columns' values (at most ``depth`` of them).
-    Profiled columns have at most :data:`MAX_DIMENSION_VALUES` values (six of them fit); a
-    database without profiles may hold more."""
-    widest = sorted(range(len(dims)), key=lambda j: -len(values[j]))[: min(depth, len(dims))]
-    if math.prod(max(len(values[j]), 1) for j in widest) < 2**63:
-        return
-    names = ", ".join(dims[j] for j in widest)
-    raise ToolInputError(
-        f"columns {names} have too many values to combine {len(widest)} at a time; "
-        "lower --max-depth or name fewer columns with --dimensions",
-        code="invalid_arguments",
     )
 
 
