@@ -9,6 +9,7 @@ and runs under a wall-clock limit enforced by ``interrupt()``.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import threading
@@ -46,9 +47,16 @@ from sql_tools.catalog import (
 class Limits(BaseModel):
     """Resource and size limits for one tool context."""
 
-    memory_limit: str = "1GB"
+    memory_limit: str = Field(
+        default_factory=lambda: os.environ.get("DRILLDOWN_MEMORY_LIMIT") or "1GB",
+        description="DuckDB's memory limit (``DRILLDOWN_MEMORY_LIMIT``); beyond it, queries spill.",
+    )
     threads: int = 2
-    max_temp_directory_size: str = "2GB"
+    max_temp_directory_size: str = Field(
+        default_factory=lambda: os.environ.get("DRILLDOWN_MAX_TEMP_DIRECTORY_SIZE") or "2GB",
+        description="Disk a query may spill to (``DRILLDOWN_MAX_TEMP_DIRECTORY_SIZE``); a query "
+        "that needs more stops with ``resource_limit``.",
+    )
     timeout_s: float = Field(default=15.0, gt=0)
     default_rows: int = 50
     max_rows: int = 1000
@@ -321,9 +329,7 @@ class ToolContext:
                     f"query exceeded the time limit of {self.limits.timeout_s:g} s and was stopped"
                 ) from exc
             except duckdb.OutOfMemoryException as exc:
-                raise ResourceLimit(
-                    f"query exceeded the memory limit of {self.limits.memory_limit}"
-                ) from exc
+                raise ResourceLimit(_out_of_memory(exc, self.limits)) from exc
             except duckdb.ConversionException as exc:
                 if not type_errors:
                     raise SqlToolError(f"query failed: {one_line(exc, 300)}") from exc
@@ -373,6 +379,16 @@ def _restricted(catalog: Catalog, tables: set[str]) -> Catalog:
     )
 
 
+def _out_of_memory(exc: duckdb.OutOfMemoryException, limits: Limits) -> str:
+    """Which bound a query ran into: the spill space on disk, or the memory limit."""
+    if "max_temp_directory_size" in str(exc):
+        return (
+            f"query needed more than the {limits.max_temp_directory_size} of disk it may spill "
+            "to (max_temp_directory_size) and was stopped"
+        )
+    return f"query exceeded the memory limit of {limits.memory_limit}"
+
+
 def limit_address_space(max_bytes: int) -> None:
     """Cap this process's address space (only in a process dedicated to tool calls).
 
@@ -401,11 +417,23 @@ def _open_sandboxed(path: Path, limits: Limits, tmpdir: str) -> duckdb.DuckDBPyC
             "python_enable_replacements": False,
             "threads": limits.threads,
             "memory_limit": limits.memory_limit,
-            "max_temp_directory_size": limits.max_temp_directory_size,
-            "temp_directory": tmpdir,
             "max_execution_time": int(limits.timeout_s * 1000) + 1000,
         },
     )
+    _bound_spill(con, limits, tmpdir)
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
     return con
+
+
+def _bound_spill(con: duckdb.DuckDBPyConnection, limits: Limits, tmpdir: str) -> None:
+    """Spill space, set on the open connection.
+
+    Given to ``duckdb.connect``'s config instead, ``max_temp_directory_size`` is reported by
+    ``current_setting`` but not enforced: a distinct count spilled 400 MB against a 20 MB cap.
+    Set here, a query that needs more spill stops with "failed to offload data block". The
+    setting is the database instance's, so the cursors made from this connection
+    (:meth:`ToolContext.sibling`) share it.
+    """
+    con.execute("SET temp_directory = ?", [tmpdir])
+    con.execute("SET max_temp_directory_size = ?", [limits.max_temp_directory_size])

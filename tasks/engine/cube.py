@@ -18,6 +18,7 @@ builder returns trees; the functions that run them render each in the context's 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from decimal import Decimal
@@ -706,6 +707,17 @@ def exact_distinct_totals(ctx: ToolContext, q: Question) -> dict[str, float | No
 
 LEAF_BUDGET = 200_000
 """Beyond this many leaves, the columns are screened first (:mod:`tasks.engine.screen`)."""
+MAX_SEARCH_COLUMNS = 12
+"""Most columns one search combines; more are screened first. To depth 3, twelve columns make
+12 + 66 + 220 = 298 grouping sets, within :data:`GROUPING_SET_BUDGET`; every array of the cube
+and the search grows with the columns times the segments."""
+GROUPING_SET_BUDGET = 300
+"""Most grouping sets (segments' column sets) in the cube's query. DuckDB builds a hash table
+per grouping set, about 1 MB each even over 420 rows: 298 sets took 290 MB, 793 sets 1.5 GB and
+11 s, 696 sets did not fit a 1 GB memory limit."""
+MAX_SEGMENTS = 1_000_000
+"""Most segments the cube may hold, estimated before its query runs (each costs about 1 kB in
+the query's result and the search's arrays)."""
 
 
 def dimension_sizes(ctx: ToolContext, q: Question, dims: list[str]) -> list[int]:
@@ -724,8 +736,8 @@ def estimated_leaves(ctx: ToolContext, q: Question, dims: list[str]) -> int:
     """At most this many leaves: the smaller of the table's rows and the values' cross product."""
     prof = ctx.schema.profile(q.metric.table)
     rows = prof.row_count if prof is not None else None
-    space = float(np.prod([float(x) for x in dimension_sizes(ctx, q, dims)])) if dims else 1.0
-    return int(min(space, rows if rows is not None else space))
+    space = math.prod(float(x) for x in dimension_sizes(ctx, q, dims))  # inf past 1e308
+    return int(min(space, rows if rows is not None else space, float(2**62)))
 
 
 SEGMENT_BUDGET = 600_000
@@ -741,16 +753,59 @@ def auto_depth(ctx: ToolContext, q: Question, dims: list[str]) -> int:
         return max(k, 1)
     sizes = dimension_sizes(ctx, q, dims)
     leaves = max(estimated_leaves(ctx, q, dims), 1)
-    total, depth = 0.0, DEFAULT_DEPTH
+    depth = DEFAULT_DEPTH
     for d in range(1, min(k, 6) + 1):
-        total += sum(
-            min(float(np.prod([float(sizes[j]) for j in c])), float(leaves))
-            for c in combinations(range(k), d)
-        )
-        if total > SEGMENT_BUDGET:
+        if estimated_segments(sizes, leaves, d) > SEGMENT_BUDGET:
+            break
+        if grouping_sets(k, d) > GROUPING_SET_BUDGET:
             break
         depth = max(depth, d)
     return depth
+
+
+def grouping_sets(k: int, depth: int) -> int:
+    """How many column sets of up to ``depth`` of ``k`` columns the cube's query groups by (the
+    leaves and the whole population aside)."""
+    return sum(math.comb(k, d) for d in range(1, min(depth, k) + 1))
+
+
+def estimated_segments(sizes: list[int], leaves: int, depth: int) -> float:
+    """At most this many segments of up to ``depth`` columns: per column set, the smaller of its
+    values' cross product and the leaves. Call it with few columns (it visits every set)."""
+    return sum(
+        min(math.prod(float(sizes[j]) for j in c), float(leaves))
+        for d in range(1, min(depth, len(sizes)) + 1)
+        for c in combinations(range(len(sizes)), d)
+    )
+
+
+def search_depth(ctx: ToolContext, q: Question, dims: list[str]) -> tuple[int, list[str]]:
+    """The depth the search goes to over ``dims`` (at most :data:`MAX_SEARCH_COLUMNS`), and a
+    note when it is less than the question's ``max_depth`` (else :func:`auto_depth`): lowered
+    until the cube's query groups by at most :data:`GROUPING_SET_BUDGET` column sets and holds
+    at most :data:`MAX_SEGMENTS` segments (estimated), so its cost is known before it runs."""
+    k = len(dims)
+    wanted = q.max_depth or auto_depth(ctx, q, dims)
+    sizes = dimension_sizes(ctx, q, dims)
+    leaves = max(estimated_leaves(ctx, q, dims), 1)
+
+    def too_big(d: int) -> bool:
+        return (
+            grouping_sets(k, d) > GROUPING_SET_BUDGET
+            or estimated_segments(sizes, leaves, d) > MAX_SEGMENTS
+        )
+
+    depth = min(wanted, k) if k else wanted
+    while depth > 1 and too_big(depth):
+        depth -= 1
+    if depth >= min(wanted, k):
+        return wanted, []
+    return depth, [
+        f"segments combine at most {depth} columns, not {min(wanted, k)}: {k} columns to depth "
+        f"{min(wanted, k)} would take {grouping_sets(k, wanted):,} column sets and up to "
+        f"{estimated_segments(sizes, leaves, wanted):,.0f} segments, more than one search holds "
+        f"({GROUPING_SET_BUDGET:,} and {MAX_SEGMENTS:,})"
+    ]
 
 
 @dataclass

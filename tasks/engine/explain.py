@@ -59,6 +59,8 @@ from tasks.engine.spec import DateRange, Question
 
 T = TypeVar("T")
 
+MAX_NAMED = 40
+"""Columns a note names; the rest are counted (the result's stats list them all)."""
 ADDITIVE_SEARCH: dict[str, Any] = {"min_effect": 0.0}
 RATIO_SEARCH: dict[str, Any] = {"min_effect": 0.2}
 
@@ -215,13 +217,15 @@ def _explained(
     kind = q.metric.kind
     screening = None
     search_dims = dims
-    if cube_mod.estimated_leaves(ctx, q, dims) > cube_mod.LEAF_BUDGET:
+    many = len(dims) > cube_mod.MAX_SEARCH_COLUMNS
+    if many or cube_mod.estimated_leaves(ctx, q, dims) > cube_mod.LEAF_BUDGET:
         open_depth = q.max_depth or cube_mod.DEFAULT_DEPTH
         screening = screen_mod.screen(ctx, q.model_copy(update={"max_depth": open_depth}), dims)
         search_dims = screening.dims
         notes += _screening_notes(dims, screening)
-    if q.max_depth is None:
-        q = q.model_copy(update={"max_depth": cube_mod.auto_depth(ctx, q, search_dims)})
+    depth, depth_notes = cube_mod.search_depth(ctx, q, search_dims)
+    notes += depth_notes
+    q = q.model_copy(update={"max_depth": depth})
     cube = build_cube(ctx, q, search_dims)
     series = daily_series(ctx, q)[0] if q.periods.by_dates else None
     days = None
@@ -238,6 +242,8 @@ def _explained(
         else additive_leaves(cube.leaf, days)
     )
     change = _significance(q, totals, series, leaves)
+    if totals["baseline"] == 0:  # a move from nothing has a size, but not a relative one
+        notes.append("the baseline is 0, so the change has no relative size")
     if kind == "distinct":
         # a distinct count is a count: its noise is never below the count itself (the row
         # level of counts), then scaled by how often one value is counted in several leaves
@@ -340,10 +346,15 @@ def _screening_notes(dims: list[str], sc: screen_mod.Screening) -> list[str]:
     out = []
     left = [d for d in dims if d not in sc.dims]
     if left:
+        shown = ", ".join(left[:MAX_NAMED]) + (
+            f" and {len(left) - MAX_NAMED:,} more (stats.screening.left_out)"
+            if len(left) > MAX_NAMED
+            else ""
+        )
         out.append(
-            f"too many value combinations to search all {len(dims)} columns at once: the search "
-            f"used the {len(sc.dims)} columns where the change is strongest ({', '.join(sc.dims)}); "
-            f"screened and left out: {', '.join(left)}"
+            f"too many columns or value combinations to search all {len(dims)} columns at once: "
+            f"the search used the {len(sc.dims)} columns where the change is strongest "
+            f"({', '.join(sc.dims)}); screened and left out: {shown}"
         )
     for d in sc.dropped[:5]:
         out.append(
@@ -357,6 +368,8 @@ def _screening_stats(sc: screen_mod.Screening | None) -> dict[str, Any] | None:
     if sc is None:
         return None
     return {
+        "left_out": sc.left_out,
+        "shortlisted": sc.shortlisted,
         "covers": sc.covers,
         "z_threshold": round(sc.z_threshold, 3),
         "significant_segments": sc.significant,

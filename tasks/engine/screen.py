@@ -11,7 +11,7 @@ import functools
 import math
 import operator
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from itertools import combinations
 from typing import Any
 
@@ -121,6 +121,12 @@ def _greedy_covers(sizes: list[int], depth: int, budget: int) -> list[tuple[int,
     return out
 
 
+MAX_PAIR_COLUMNS = 24
+"""Most columns whose pairs are scored (276 pairs: as many grouping sets, at most, in one scan).
+Beyond this many, each column is first scored alone and the strongest are shortlisted
+(:func:`_shortlist`), so no step grows with the square of the columns a file has."""
+
+
 @dataclass
 class Screening:
     """The columns the search keeps, and how they were chosen."""
@@ -132,6 +138,23 @@ class Screening:
     dropped: list[dict[str, Any]]
     sql: str
     elapsed_ms: float
+    shortlisted: list[str] | None = None
+    """The columns whose pairs were scored, when there were more than :data:`MAX_PAIR_COLUMNS`."""
+    left_out: list[str] = field(default_factory=list)
+    """The columns screened and left out of the search."""
+
+
+@dataclass
+class _Cover:
+    """One cover's cells, fitted: the columns (indices into the screened columns), each cell's
+    value codes for them and their radix, and its residual, noise and whether it measured any."""
+
+    cols: tuple[int, ...]
+    codes: np.ndarray
+    radix: np.ndarray
+    resid: np.ndarray
+    P: np.ndarray
+    measured: np.ndarray
 
 
 def screen(
@@ -148,20 +171,107 @@ def screen(
     combinations, that together hold every pair of columns); every segment of one or two columns
     is summed from its cover's cells and scored against the move of the
     whole (quasi-Poisson, dispersion measured on the cells). Columns are taken in the order of the
-    segments' scores while the cross product of their values stays within ``budget``; a significant
-    segment over a column left out is reported, never silently lost. Covers have at most one
-    cell per :data:`ROWS_PER_CELL` rows of the table, so that the dispersion is measured on cells
-    of many rows.
+    segments' scores while the cross product of their values stays within ``budget`` and they
+    number at most :data:`cube.MAX_SEARCH_COLUMNS`; a significant segment over a column left out
+    is reported, never silently lost. Covers have at most one cell per :data:`ROWS_PER_CELL` rows
+    of the table, so that the dispersion is measured on cells of many rows. More than
+    :data:`MAX_PAIR_COLUMNS` columns are shortlisted first (:func:`_shortlist`).
     """
     import time
 
     start = time.perf_counter()
     budget = budget or cube.LEAF_BUDGET
-    sizes = dimension_sizes(ctx, q, dims)
-    depth_max = min(q.max_depth, SCREEN_DEPTH, len(dims))
+    first = _shortlist(ctx, q, dims, alpha) if len(dims) > MAX_PAIR_COLUMNS else None
+    cols = first.dims if first is not None else dims
+    sizes = dimension_sizes(ctx, q, cols)
+    depth_max = min(q.max_depth, SCREEN_DEPTH, len(cols))
     prof = ctx.schema.profile(q.metric.table)
     cells = budget if prof is None else min(budget, max(prof.row_count // ROWS_PER_CELL, 1))
     cov = covers(sizes, depth_max, cells)
+    fitted, text = _fitted(ctx, q, cols, cov)
+    scores, seg_z = _scores(fitted, depth_max)
+    k = len(cols)
+    n_tested = max(sum(len(z) for z in seg_z), 1)
+    z_crit = sig.bonferroni_z(n_tested, alpha)
+    keep: set[int] = set()
+    for _, c in sorted(scores, key=lambda t: -t[0]):
+        grown = keep | set(c)
+        if grown != keep and len(grown) <= cube.MAX_SEARCH_COLUMNS:
+            if _cells(sizes, grown) <= budget:
+                keep = grown
+        if len(keep) == min(k, cube.MAX_SEARCH_COLUMNS):
+            break
+    # a left-out segment matters unless the kept columns of it already move as much
+    score_of = dict((c, z) for z, c in scores)
+    dropped = [
+        {"columns": [cols[j] for j in c], "max_z": round(z_max, 2)}
+        for z_max, c in sorted(scores, key=lambda t: -t[0])
+        if z_max >= z_crit
+        and not set(c) <= keep
+        and score_of.get(tuple(j for j in c if j in keep), 0.0) < z_max
+    ]
+    significant = int(sum(int((z >= z_crit).sum()) for z in seg_z))
+    if first is not None:  # columns left out by the shortlist, where they moved significantly
+        dropped += first.dropped
+        significant += first.significant
+        text = first.sql + ";\n" + text
+    kept = [cols[j] for j in sorted(keep)]
+    return Screening(
+        dims=kept,
+        covers=[[cols[j] for j in c] for c in cov],
+        z_threshold=z_crit,
+        significant=significant,
+        dropped=dropped,
+        sql=text,
+        elapsed_ms=(time.perf_counter() - start) * 1000,
+        shortlisted=list(cols) if first is not None else None,
+        left_out=[d for d in dims if d not in kept],
+    )
+
+
+SHORTLIST_BATCH = {"duckdb": 60, "postgres": 31}
+"""Columns read by one query of :func:`_shortlist`: a query's ``GROUPING`` takes at most 63
+columns in DuckDB, 31 in Postgres."""
+
+
+def _shortlist(ctx: ToolContext, q: Question, dims: list[str], alpha: float) -> Screening:
+    """The :data:`MAX_PAIR_COLUMNS` columns whose values moved most, each column scored alone.
+
+    Columns are read :data:`SHORTLIST_BATCH` at a time (one grouping set per column), all scored
+    with one dispersion. Its ``dropped`` lists the significant columns left off the list.
+    """
+    fitted: list[_Cover] = []
+    texts: list[str] = []
+    step = SHORTLIST_BATCH.get(ctx.dialect, min(SHORTLIST_BATCH.values()))
+    for lo in range(0, len(dims), step):
+        batch = dims[lo : lo + step]
+        got, text = _fitted(ctx, q, batch, [(j,) for j in range(len(batch))])
+        fitted += [replace(f, cols=(f.cols[0] + lo,)) for f in got]
+        texts.append(text)
+    scores, seg_z = _scores(fitted, 1)
+    z_crit = sig.bonferroni_z(max(sum(len(z) for z in seg_z), 1), alpha)
+    ranked = sorted(scores, key=lambda t: (-t[0], t[1]))
+    short = sorted(c[0] for _, c in ranked[:MAX_PAIR_COLUMNS])
+    return Screening(
+        dims=[dims[j] for j in short],
+        covers=[[d] for d in dims],
+        z_threshold=z_crit,
+        significant=int(sum(int((z >= z_crit).sum()) for z in seg_z)),
+        dropped=[
+            {"columns": [dims[c[0]]], "max_z": round(z, 2)}
+            for z, c in ranked[MAX_PAIR_COLUMNS:]
+            if z >= z_crit
+        ],
+        sql=";\n".join(texts),
+        elapsed_ms=0.0,
+    )
+
+
+def _fitted(
+    ctx: ToolContext, q: Question, dims: list[str], cov: list[tuple[int, ...]]
+) -> tuple[list[_Cover], str]:
+    """The cells of the covers ``cov`` of ``dims`` in one scan, each cover fitted by the model of
+    "nothing but an even move changed" (the rate view for a ratio); and the query's SQL."""
     sql = EngineSql(ctx, q, dims)
     text = to_sql(sql.cover_cells(cov), ctx.dialect)
     raw = ctx.run_arrow(text, sql.params.values, max_rows=MAX_RESULT_ROWS)
@@ -173,10 +283,6 @@ def screen(
     g = _numpy(raw.column("__g")).astype(np.int64)[order]
     cells = {name: arr[order] for name, arr in _constant_denominator(raw).items()}
     ratio = q.metric.kind == "ratio"
-    scores: list[tuple[float, tuple[int, ...]]] = []
-    seg_z: list[np.ndarray] = []
-    seg_cols: list[tuple[int, ...]] = []
-    done: set[tuple[int, ...]] = set()
     fitted = []
     for cover in cov:
         mask = 0
@@ -189,52 +295,40 @@ def screen(
         resid = model.v - (1.0 + model.g) * model.f
         # a cell whose numerator is 0 on every row fits exactly: it measures no spread
         measured = (leaf["qnb"] + leaf["qnc"]) > 0
-        fitted.append((cover, rows, resid, model.P, measured))
+        picked = list(cover)
+        fitted.append(
+            _Cover(cover, codes[np.ix_(rows, picked)], radix[picked], resid, model.P, measured)
+        )
+    return fitted, text
+
+
+def _scores(
+    fitted: list[_Cover], depth_max: int
+) -> tuple[list[tuple[float, tuple[int, ...]]], list[np.ndarray]]:
+    """Every segment of up to ``depth_max`` columns of the covers, scored: per column set its
+    largest ``|z|`` (with the columns), and the ``|z|`` of each of its segments."""
     # one dispersion for all covers: most covers leave out the columns of a cause, so their cells
     # differ by noise; a cover holding the cause has many moved cells and alone would overstate it
-    phi = float(np.median([_quartile_dispersion(r, P, m) for _, _, r, P, m in fitted]))
-    for cover, rows, resid, P, _ in fitted:
-        var = phi * P
+    phi = float(np.median([_quartile_dispersion(f.resid, f.P, f.measured) for f in fitted]))
+    scores: list[tuple[float, tuple[int, ...]]] = []
+    seg_z: list[np.ndarray] = []
+    done: set[tuple[int, ...]] = set()
+    for f in fitted:
+        var = phi * f.P
         for depth in range(1, depth_max + 1):
-            for cols in combinations(cover, depth):
+            for picked in combinations(range(len(f.cols)), depth):
+                cols = tuple(f.cols[i] for i in picked)
                 if cols in done:
                     continue
                 done.add(cols)
-                key = np.zeros(len(rows), dtype=np.int64)
-                for j in cols:
-                    key = key * radix[j] + codes[rows, j]
-                R, V = _sums_by_key(key, resid, var)
+                key = np.zeros(len(f.resid), dtype=np.int64)
+                for i in picked:
+                    key = key * f.radix[i] + f.codes[:, i]
+                R, V = _sums_by_key(key, f.resid, var)
                 z = np.abs(R) / np.sqrt(np.maximum(V, 1e-300))
                 seg_z.append(z)
-                seg_cols.append(cols)
                 scores.append((float(z.max()) if z.size else 0.0, cols))
-    n_tested = max(sum(len(z) for z in seg_z), 1)
-    z_crit = sig.bonferroni_z(n_tested, alpha)
-    keep: set[int] = set()
-    for _, cols in sorted(scores, key=lambda t: -t[0]):
-        if not set(cols) <= keep and _cells(sizes, keep | set(cols)) <= budget:
-            keep |= set(cols)
-        if len(keep) == k:
-            break
-    # a left-out segment matters unless the kept columns of it already move as much
-    score_of = dict((cols, z) for z, cols in scores)
-    dropped = [
-        {"columns": [dims[j] for j in cols], "max_z": round(z_max, 2)}
-        for z_max, cols in sorted(scores, key=lambda t: -t[0])
-        if z_max >= z_crit
-        and not set(cols) <= keep
-        and score_of.get(tuple(j for j in cols if j in keep), 0.0) < z_max
-    ]
-    significant = int(sum(int((z >= z_crit).sum()) for z in seg_z))
-    return Screening(
-        dims=[dims[j] for j in sorted(keep)],
-        covers=[[dims[j] for j in c] for c in cov],
-        z_threshold=z_crit,
-        significant=significant,
-        dropped=dropped,
-        sql=text,
-        elapsed_ms=(time.perf_counter() - start) * 1000,
-    )
+    return scores, seg_z
 
 
 def _sums_by_key(key: np.ndarray, *weights: np.ndarray) -> list[np.ndarray]:

@@ -418,6 +418,24 @@ def _text_stats(
     }
 
 
+PROFILE_COLUMNS_PER_SCAN = 32
+"""Columns whose statistics one scan computes. DuckDB's time for the distinct counts of one query
+grows with the square of their number: 480 columns of 420 rows took 14 s in one query, 0.2 s in
+batches of 16 to 64 (and a few MB for the hash tables instead of hundreds)."""
+
+
+def _aggregates(
+    con: duckdb.DuckDBPyConnection, tref: str, exprs: list[str], *, per_column: int
+) -> tuple[Any, ...]:
+    """The values of ``exprs`` (``per_column`` or so of them per column) over ``tref``, computed
+    :data:`PROFILE_COLUMNS_PER_SCAN` columns' worth at a time, in order."""
+    step = max(PROFILE_COLUMNS_PER_SCAN * per_column, 1)
+    out: list[Any] = []
+    for lo in range(0, len(exprs), step):
+        out += _fetch_all(con, f"SELECT {', '.join(exprs[lo : lo + step])} FROM {tref}")[0]
+    return tuple(out)
+
+
 def profile_table(
     con: duckdb.DuckDBPyConnection,
     table: str,
@@ -462,7 +480,7 @@ def profile_table(
             add(f"min({q})", "min")
             add(f"max({q})", "max")
         slots.append(slot)
-    agg = _fetch_all(con, f"SELECT {', '.join(exprs)} FROM {tref}")[0] if exprs else ()
+    agg = _aggregates(con, tref, exprs, per_column=len(exprs) // max(len(cols), 1))
 
     stats: list[dict[str, Any]] = []
     for slot in slots:
