@@ -36,7 +36,7 @@ from tasks.engine.search import (
     Search,
     additive_leaves,
     ratio_leaves,
-    search_stories,
+    search,
 )
 from tasks.engine.segments import (
     _adjusted,
@@ -61,8 +61,8 @@ T = TypeVar("T")
 
 MAX_NAMED = 40
 """Columns a note names; the rest are counted (the result's stats list them all)."""
-ADDITIVE_SEARCH: dict[str, Any] = {"min_effect": 0.0}
-RATIO_SEARCH: dict[str, Any] = {"min_effect": 0.2}
+ADDITIVE_SEARCH: dict[str, Any] = {"gain_units": "noise", "min_effect": 0.0}
+RATIO_SEARCH: dict[str, Any] = {"gain_units": "absolute", "min_effect": 0.2}
 
 
 def explain_change(db: str | Path | ToolContext, question: Question) -> Explanation:
@@ -249,10 +249,10 @@ def _explained(
         # level of counts), then scaled by how often one value is counted in several leaves
         leaves.phi = np.maximum(leaves.phi, 1.0) * _overlap(cube, totals)
     eligible = _eligible(cube, q.min_support)
-    # Ratios of counts on real data carry heavy-tailed per-segment noise: there the search asks
-    # each cause to carry a fifth of what is left unexplained.
+    # Ratios of counts on real data carry heavy-tailed per-segment noise: there the search ranks
+    # by explanatory power and asks each cause to carry a fifth of what is left unexplained.
     style = RATIO_SEARCH if kind == "ratio" else ADDITIVE_SEARCH
-    found = search_stories(cube, leaves, eligible=eligible, alpha=sig.ALPHA, **style)
+    found = search(cube, leaves, eligible=eligible, alpha=sig.ALPHA, **style)
     change = _localized(change, found, eligible)
     contrib = _contributions(cube, kind)
     causes = [

@@ -12,16 +12,14 @@ The model, per leaf ``i`` (one combination of all searched dimensions):
   pre-aggregated and event-level data both get a fitting noise level.
 
 A segment ``S`` is a candidate when its residual ``V_S - F_S`` is significant after a Bonferroni
-correction over every segment searched. The greedy step takes the candidate whose fit (every leaf
-of ``S`` moved by the segment's own factor ``V_S / F_S``) removes the most deviance, which with
-quasi-Poisson leaves is its ``z^2``, folds that factor into the model, and repeats. A parent whose
-change sits in one child loses to the child (the parent adds the siblings' noise, not their
-move); a child that merely follows its parent loses to the parent (it carries only part of the
-move); so each cause is reported once, at the most specific level that carries it. When the
-largest piece of a segment wins though the segment's other pieces moved the same way (beyond the
-noise, by at least three tenths as much in log factor), the pick moves up to that segment
-(:func:`_climb`). When the even move of everything was picked, the story of segments alone is
-weighed against it (:func:`search_stories`).
+correction over every segment searched. The greedy step takes the candidate whose *ripple* fit
+(every leaf of ``S`` moved by the segment's own factor ``V_S / F_S``) removes the most leaf-level
+error in noise units, folds that factor into the model, and repeats. A parent whose change sits in
+one child loses to the child (the fit spreads the change over siblings that did not move); a
+child that merely follows its parent loses to the parent (it explains only part); so each cause
+is reported once, at the most specific level that carries it. When the ripple fit prefers the
+largest piece of a segment whose other pieces moved the same way (beyond the noise, by at least
+three tenths as much in log factor), the pick moves up to that segment (:func:`_climb`).
 
 A further cause must be significant on the leaves the causes so far leave unexplained (its
 evidence cannot be the scatter of a cause's own leaves around their fitted factor), and a
@@ -38,7 +36,6 @@ single noisy cells through).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -391,16 +388,16 @@ def search(
     eligible: np.ndarray,
     alpha: float = sig.ALPHA,
     max_causes: int = MAX_CAUSES,
+    gain_units: str = "noise",
     min_effect: float = 0.0,
     climb: bool = True,
-    allow_global: bool = True,
 ) -> Search:
-    """Greedy selection over significant segments, the one whose fit removes the most deviance
-    (its ``z^2``) first.
+    """Greedy ripple-fit selection over significant segments.
 
-    ``min_effect`` is the smallest share of the total unexplained change a cause must carry when
-    picked. ``allow_global`` False keeps the even move of everything out of the candidates (the
-    story of segments alone, see :func:`search_stories`).
+    ``gain_units`` "noise" weighs each leaf's error by its noise (surprise first: sharp local
+    breaks are found even when small); "absolute" weighs by magnitude (explanatory power
+    first). ``min_effect`` is the smallest share of the total unexplained change a cause must
+    carry when picked.
     """
     groups = Groups(cube)
     n_seg = len(cube.seg_mask)
@@ -408,6 +405,7 @@ def search(
     z_crit = sig.bonferroni_z(n_tested, alpha)
     f = leaves.f.copy()
     v = leaves.v
+    s = np.sqrt(leaves.phi * leaves.P)
     w = leaves.P * leaves.phi
     PS = groups.sums(w, n_seg)
     # a heavy leaf tail widens the bound of segments made of few leaves (by noise weight); a
@@ -431,8 +429,6 @@ def search(
             R_total = abs(float(R[0]))
         threshold = seg_crit
         cand = eligible & ~taken & (np.abs(z) >= threshold) & (np.abs(R) >= min_effect * R_total)
-        cand[0] &= allow_global
-        z_new = z  # the evidence a candidate brings beyond the causes so far
         if explained.any():
             # the evidence for a further cause must come from leaves the causes so far leave
             # unexplained: a cause's own leaves scatter around its fitted factor, and segments
@@ -442,13 +438,17 @@ def search(
             P_rest = groups.sums(w, n_seg, where=rest)
             z_rest = R_rest / np.sqrt(np.maximum(P_rest, 1e-300))
             cand &= np.abs(z_rest) >= threshold
-            z_new = z_rest
         if not cand.any():
             break
-        # fitting a segment's factor removes ``z^2`` of deviance (quasi-Poisson leaves: the
-        # leaves' noise grows with their size, so the fitted segment's total carries it all),
-        # measured on the leaves the causes so far leave unexplained
-        gain = np.where(cand, z_new**2, -np.inf)
+        units = s if gain_units == "noise" else np.ones_like(s)
+        gain = _ripple_gain(groups, f, v, units, FS, VS, cand)
+        rest = ~explained
+        if cand[0] and explained.any() and f[rest].sum() > 0:
+            # the even move is the move of what the causes so far left unexplained: rescaling
+            # leaves a cause already fits would only add error, and the global candidate could
+            # never compete with the largest piece of an even drift
+            k = v[rest].sum() / f[rest].sum()
+            gain[0] = float(((np.abs(v - f) - np.abs(v - f * k)) / units)[rest].sum())
         best = int(np.argmax(gain))
         if not np.isfinite(gain[best]) or gain[best] <= 0:
             break
@@ -567,41 +567,37 @@ def _members(groups: Groups, seg: int) -> np.ndarray:
     return np.flatnonzero(leaf_gid == groups.seg_gid[seg])
 
 
-def story_score(found: Search) -> float:
-    """How well a search's picks explain the change, net of what choosing them costs: the
-    deviance each pick removed (its ``z^2`` on the leaves left unexplained when it was picked)
-    less its bound squared (the price of a
-    segment chosen among all those searched)."""
-    crit = found.seg_crit if found.seg_crit is not None else np.full(len(found.z), found.z_crit)
-    return float(sum(p.gain - float(crit[p.seg]) ** 2 for p in found.picks))
+def _ripple_gain(
+    groups: Groups,
+    f: np.ndarray,
+    v: np.ndarray,
+    s: np.ndarray,
+    FS: np.ndarray,
+    VS: np.ndarray,
+    cand: np.ndarray,
+) -> np.ndarray:
+    """Leaf error removed (in noise units) if every leaf of a segment moved by its factor.
 
-
-def search_stories(cube: Cube, leaves: Leaves, **kw: Any) -> Search:
-    """The better of two stories when the greedy search took the even move of everything: an
-    even shift plus exceptions, or the segments alone (the rest flat).
-
-    The greedy step weighs one candidate against the next: the even move of everything can
-    outweigh each of three stores that fell but not the three together. Both searches are
-    scored alike (:func:`story_score`) and the higher score is the answer. Segments alone must
-    leave a part of the data flat: naming every value of a column is the even shift again."""
-    found = search(cube, leaves, **kw)
-    if not any(p.seg == 0 for p in found.picks):
-        return found
-    alone = search(cube, leaves, allow_global=False, **kw)
-    if _names_a_whole_column(cube, alone):
-        return found  # every value of a column moved: that is the even shift, told value by value
-    return alone if story_score(alone) > story_score(found) else found
-
-
-def _names_a_whole_column(cube: Cube, found: Search) -> bool:
-    """The picks name every value of one column, each alone: no part of the data is left flat,
-    so the picks are not a story of segments with the rest flat."""
-    named: dict[int, set[int]] = {}
-    for p in found.picks:
-        cols = np.flatnonzero(cube.seg_mask[p.seg])
-        if cols.size == 1:
-            named.setdefault(int(cols[0]), set()).add(int(cube.seg_codes[p.seg, cols[0]]))
-    if not named:
-        return False
-    alone = cube.seg_mask.sum(axis=1) == 1  # the one-column segments: every value of each column
-    return any(len(v) >= int((alone & cube.seg_mask[:, j]).sum()) for j, v in named.items())
+    Computed for the candidate segments only (``-inf`` elsewhere), over their own leaves.
+    """
+    out = np.full(len(cand), -np.inf)
+    for seg_ids, leaf_gid, n in groups.cuboids:
+        picked = seg_ids[cand[seg_ids]]
+        if picked.size == 0:
+            continue
+        gid = groups.seg_gid[picked]
+        factor = np.full(n, np.nan)
+        fs = FS[picked]
+        factor[gid] = np.where(fs > 0, VS[picked] / np.where(fs > 0, fs, 1.0), np.nan)
+        is_cand = np.zeros(n, dtype=bool)
+        is_cand[gid] = True
+        idx = np.flatnonzero(is_cand[leaf_gid])
+        lg, fi, vi, si = leaf_gid[idx], f[idx], v[idx], s[idx]
+        leaf_factor = factor[lg]
+        base = np.abs(vi - fi) / si
+        after = np.where(
+            np.isfinite(leaf_factor), np.abs(vi - fi * np.nan_to_num(leaf_factor)) / si, 0.0
+        )
+        gain = np.bincount(lg, weights=base - after, minlength=n)
+        out[picked] = gain[gid]
+    return out
