@@ -202,6 +202,7 @@ def test_shell_commands_run_after_the_quickstart(tmp_path):
     """Each shell block's runnable commands, as one script per block in reading order, from the
     project folder right after `make demo`: what a reader following the docs would type."""
     project, env = _project_copy(tmp_path), _offline_env(tmp_path)
+    printed = {}
     try:
         for doc, block in shell_commands():
             runnable = [c for c in block if key(c) in RUNNABLE]
@@ -217,6 +218,7 @@ def test_shell_commands_run_after_the_quickstart(tmp_path):
                 timeout=900,
             )
             assert done.returncode == 0, f"{doc.name}:\n{script}\n{done.stdout}\n{done.stderr}"
+            printed[key(block[0])] = done.stdout + done.stderr
     finally:
         if (project / "pg-demo").exists():
             stop = ["stop", str(project / "pg-demo")]
@@ -226,6 +228,9 @@ def test_shell_commands_run_after_the_quickstart(tmp_path):
             )  # fmt: skip
     for out in ("drilldown-demo", "my-report", "us-report", "pg-report"):
         assert (project / out / "result.json").is_file(), out
+    shown = README.split("The console\nshows the investigation as it goes:", 1)[1].split("```")[1]
+    missing = [ln for ln in shown.splitlines()[1:] if ln.strip() and ln not in printed["make demo"]]
+    assert not missing, f"the README shows lines `make demo` no longer prints: {missing}"
 
 
 def _models(model: type[BaseModel], seen: set[type[BaseModel]]) -> set[type[BaseModel]]:
