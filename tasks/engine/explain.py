@@ -36,7 +36,7 @@ from tasks.engine.search import (
     Search,
     additive_leaves,
     ratio_leaves,
-    search,
+    search_stories,
 )
 from tasks.engine.segments import (
     _adjusted,
@@ -252,7 +252,7 @@ def _explained(
     # Ratios of counts on real data carry heavy-tailed per-segment noise: there the search ranks
     # by explanatory power and asks each cause to carry a fifth of what is left unexplained.
     style = RATIO_SEARCH if kind == "ratio" else ADDITIVE_SEARCH
-    found = search(cube, leaves, eligible=eligible, alpha=sig.ALPHA, **style)
+    found = search_stories(cube, leaves, eligible=eligible, alpha=sig.ALPHA, **style)
     change = _localized(change, found, eligible)
     contrib = _contributions(cube, kind)
     causes = [

@@ -21,6 +21,9 @@ is reported once, at the most specific level that carries it. When the ripple fi
 largest piece of a segment whose other pieces moved the same way (beyond the noise, by at least
 three tenths as much in log factor), the pick moves up to that segment (:func:`_climb`).
 
+Whether an even move of everything is an even shift or its largest pieces is decided by weighing
+both tellings as whole stories (:func:`search_stories`).
+
 A further cause must be significant on the leaves the causes so far leave unexplained (its
 evidence cannot be the scatter of a cause's own leaves around their fitted factor), and a
 segment of few leaves is judged by the leaves' own noise tail (:func:`_tail`). With date
@@ -36,6 +39,7 @@ single noisy cells through).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -77,6 +81,8 @@ class Pick:
     factor: float
     expected: float
     observed: float
+    # the deviance its fit removed, ``z^2`` on the leaves earlier picks left unexplained
+    deviance: float = 0.0
 
 
 @dataclass
@@ -391,6 +397,8 @@ def search(
     gain_units: str = "noise",
     min_effect: float = 0.0,
     climb: bool = True,
+    even_first: bool = False,
+    allow_even: bool = True,
 ) -> Search:
     """Greedy ripple-fit selection over significant segments.
 
@@ -429,6 +437,10 @@ def search(
             R_total = abs(float(R[0]))
         threshold = seg_crit
         cand = eligible & ~taken & (np.abs(z) >= threshold) & (np.abs(R) >= min_effect * R_total)
+        cand[0] &= allow_even
+        if even_first and not picks and cand[0]:
+            cand[1:] = False  # the story that starts from an even move of everything
+        z_new = z  # the evidence beyond the causes so far
         if explained.any():
             # the evidence for a further cause must come from leaves the causes so far leave
             # unexplained: a cause's own leaves scatter around its fitted factor, and segments
@@ -438,6 +450,7 @@ def search(
             P_rest = groups.sums(w, n_seg, where=rest)
             z_rest = R_rest / np.sqrt(np.maximum(P_rest, 1e-300))
             cand &= np.abs(z_rest) >= threshold
+            z_new = z_rest
         if not cand.any():
             break
         units = s if gain_units == "noise" else np.ones_like(s)
@@ -477,6 +490,7 @@ def search(
                 z=float(z[best]),
                 p_value=float(sig.two_sided_p(z[best])),
                 gain=picked_gain,
+                deviance=float(z_new[best]) ** 2,
                 factor=float(factor),
                 expected=float(FS[best] - (f[members].sum() - before.sum())),
                 observed=float(VS[best]),
@@ -601,3 +615,47 @@ def _ripple_gain(
         gain = np.bincount(lg, weights=base - after, minlength=n)
         out[picked] = gain[gid]
     return out
+
+
+def story_score(found: Search) -> float:
+    """How well a search's picks explain the change, net of what choosing them costs: the
+    deviance each pick removed less its bound squared (the price of a segment chosen among all
+    those searched). A segment that did not move against its baseline (an exception to an even
+    shift that stayed flat) pays its price and gains nothing: a flat part is not a cause."""
+    crit = found.seg_crit if found.seg_crit is not None else np.full(len(found.z), found.z_crit)
+    moved = np.abs(found.z) >= crit  # against "nothing changed"
+    return float(sum(p.deviance * moved[p.seg] - float(crit[p.seg]) ** 2 for p in found.picks))
+
+
+def search_stories(cube: Cube, leaves: Leaves, **kw: Any) -> Search:
+    """The better of two stories when everything moved beyond the noise: the forward search's,
+    and the other telling of the even move of everything (an even shift first with exceptions
+    when the search did not take it, segments alone with the rest flat when it did).
+
+    The forward step weighs one candidate against the next, so the order of its picks decides
+    whether an even move of everything is told as an even shift or as its largest pieces. The
+    two are scored alike (:func:`story_score`) and the higher score is the answer. Segments
+    alone must leave a part of the data flat: naming every value of a column is the even shift
+    again, told value by value."""
+    found = search(cube, leaves, **kw)
+    crit = found.seg_crit if found.seg_crit is not None else np.full(len(found.z), found.z_crit)
+    if abs(found.z[0]) < crit[0]:
+        return found
+    # the other story: without the even shift when the forward search took it, else from it
+    took_even = any(p.seg == 0 for p in found.picks)
+    telling = {"allow_even": False} if took_even else {"even_first": True}
+    other = search(cube, leaves, **telling, **kw)
+    if _names_a_whole_column(cube, other) or story_score(other) <= story_score(found):
+        return found
+    return other
+
+
+def _names_a_whole_column(cube: Cube, found: Search) -> bool:
+    """The picks name every value of one column, each alone: no part of the data is left flat."""
+    named: dict[int, set[int]] = {}
+    for p in found.picks:
+        cols = np.flatnonzero(cube.seg_mask[p.seg])
+        if cols.size == 1:
+            named.setdefault(int(cols[0]), set()).add(int(cube.seg_codes[p.seg, cols[0]]))
+    alone = cube.seg_mask.sum(axis=1) == 1  # the one-column segments: every value of each column
+    return any(len(v) >= int((alone & cube.seg_mask[:, j]).sum()) for j, v in named.items())
