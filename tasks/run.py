@@ -55,14 +55,19 @@ def fingerprint_hash(fp: dict[str, Any]) -> str:
 
 
 def question_of(ctx: ToolContext | PostgresContext, qargs: dict[str, Any]) -> Question:
-    """The validated question from command-line style arguments (see ``build_question``)."""
+    """The validated question from command-line style arguments (see ``build_question``),
+    refused when it cannot mean what it says (``check_answerable``): before any step runs, so
+    nothing is reported or remembered."""
+    from tasks.engine.answerable import check_answerable
     from tasks.engine.parse import build_question
 
     args = dict(qargs)
     if args.get("metrics_file"):
         args["metrics_file"] = Path(args["metrics_file"])
     args["filters"] = args.get("filters") or []
-    return build_question(ctx.schema, **args)
+    question = build_question(ctx.schema, **args)
+    check_answerable(ctx, question)  # type: ignore[arg-type]
+    return question
 
 
 def _file_hash(path: str | Path) -> str:
