@@ -54,10 +54,13 @@ def fingerprint_hash(fp: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(fp, sort_keys=True).encode()).hexdigest()
 
 
-def question_of(ctx: ToolContext | PostgresContext, qargs: dict[str, Any]) -> Question:
+def question_of(
+    ctx: ToolContext | PostgresContext, qargs: dict[str, Any], *, answerable: bool = True
+) -> Question:
     """The validated question from command-line style arguments (see ``build_question``),
     refused when it cannot mean what it says (``check_answerable``): before any step runs, so
-    nothing is reported or remembered."""
+    nothing is reported or remembered. ``answerable=False`` only parses it: for reading the
+    data it names (the last day with data) before asking it."""
     from tasks.engine.answerable import check_answerable
     from tasks.engine.parse import build_question
 
@@ -66,7 +69,8 @@ def question_of(ctx: ToolContext | PostgresContext, qargs: dict[str, Any]) -> Qu
         args["metrics_file"] = Path(args["metrics_file"])
     args["filters"] = args.get("filters") or []
     question = build_question(ctx.schema, **args)
-    check_answerable(ctx, question)  # type: ignore[arg-type]
+    if answerable:
+        check_answerable(ctx, question)  # type: ignore[arg-type]
     return question
 
 
