@@ -6,10 +6,6 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 DB ?= demo.duckdb
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
-WEEK_OVER_WEEK := {"table": "events", "metric": {"agg": "sum", "column": "revenue"}, \
-  "time_column": "date", "baseline": {"start": "2024-03-18", "end": "2024-03-24"}, \
-  "comparison": {"start": "2024-03-25", "end": "2024-03-31"}, \
-  "group_by": ["platform", "app_version"], "limit": 5}
 
 .PHONY: install install-test demo test clean
 
@@ -25,7 +21,6 @@ install-test: $(BIN)/python
 
 demo: install
 	$(BIN)/drilldown demo --out drilldown-demo
-	$(BIN)/drilldown tool metric_compare_periods --db drilldown-demo/data.duckdb --args '$(WEEK_OVER_WEEK)'
 
 test: install-test
 	$(BIN)/python -m pytest -q

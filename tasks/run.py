@@ -54,15 +54,24 @@ def fingerprint_hash(fp: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(fp, sort_keys=True).encode()).hexdigest()
 
 
-def question_of(ctx: ToolContext | PostgresContext, qargs: dict[str, Any]) -> Question:
-    """The validated question from command-line style arguments (see ``build_question``)."""
+def question_of(
+    ctx: ToolContext | PostgresContext, qargs: dict[str, Any], *, answerable: bool = True
+) -> Question:
+    """The validated question from command-line style arguments (see ``build_question``),
+    refused when it cannot mean what it says (``check_answerable``): before any step runs, so
+    nothing is reported or remembered. ``answerable=False`` only parses it: for reading the
+    data it names (the last day with data) before asking it."""
+    from tasks.engine.answerable import check_answerable
     from tasks.engine.parse import build_question
 
     args = dict(qargs)
     if args.get("metrics_file"):
         args["metrics_file"] = Path(args["metrics_file"])
     args["filters"] = args.get("filters") or []
-    return build_question(ctx.schema, **args)
+    question = build_question(ctx.schema, **args)
+    if answerable:
+        check_answerable(ctx, question)  # type: ignore[arg-type]
+    return question
 
 
 def _file_hash(path: str | Path) -> str:

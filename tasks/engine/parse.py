@@ -26,6 +26,7 @@ a question is built by all of them together.
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -298,7 +299,33 @@ def _parse_expression(text: str) -> _Expr:
 
 
 def _resolve(schema: Schema, table: str, ref: _Ref, field_name: str = "metric") -> Column:
-    return schema.column(table, ref.key_for(table), field_name=field_name)
+    return _column(schema, table, ref.key_for(table), field_name)
+
+
+def _column(schema: Schema, table: str, ref: str, field_name: str) -> Column:
+    """``schema.column``, whose refusal of a misspelled name also names the closest column:
+    a list of every column does not show that ``revenu`` was meant to be ``revenue``."""
+    try:
+        return schema.column(table, ref, field_name=field_name)
+    except ToolInputError as exc:
+        if exc.code != "unknown_column" or not isinstance(ref, str):
+            raise
+        names = [c.ref for c in schema.columns_for(table)]
+        close = _closest_name(ref, names)
+        hint = f"; closest: {close!r}" if close else ""
+        raise ToolInputError(
+            f"unknown column {short(ref)} in {field_name} for table {table!r}{hint}",
+            code="unknown_column",
+            valid_values=names,
+            field=field_name,
+        ) from None
+
+
+def _closest_name(name: str, names: Sequence[str]) -> str | None:
+    """The name in ``names`` most like ``name`` (case ignored), if any is close."""
+    folded = {n.lower(): n for n in names}
+    close = difflib.get_close_matches(name.lower(), list(folded), n=1, cutoff=0.6)
+    return folded[close[0]] if close else None
 
 
 def _resolves(schema: Schema, table: str, ref: _Ref) -> bool:
@@ -326,6 +353,8 @@ def _infer_table(schema: Schema, expr: _Expr, text: str) -> str:
             field="table",
         )
     missing = [r.text for r in refs if not any(_resolves(schema, t, r) for t in tables)]
+    if missing:
+        _refuse_misspelled(schema, missing[0])
     problem = (
         f"no table has column(s) {', '.join(map(repr, missing))}"
         if missing
@@ -336,6 +365,22 @@ def _infer_table(schema: Schema, expr: _Expr, text: str) -> str:
         code="unknown_column",
         valid_values=tables,
         field="table",
+    )
+
+
+def _refuse_misspelled(schema: Schema, name: str) -> None:
+    """Refuse a column no table has by the closest column of any table, when one is close."""
+    tables = schema.table_names
+    candidates = {c.ref: t for t in tables for c in schema.columns_for(t)}
+    close = _closest_name(name.rpartition(".")[2], list(candidates))
+    if close is None:
+        return
+    table = candidates[close]
+    raise ToolInputError(
+        f"no table has column {short(name)}; closest: {close!r} in table {table!r}",
+        code="unknown_column",
+        valid_values=[c.ref for c in schema.columns_for(table)],
+        field="metric",
     )
 
 
@@ -369,7 +414,7 @@ def _check_grain(grain: str | None) -> Literal["day"] | None:
 
 def _canonical_filter(schema: Schema, table: str, f: Filter) -> Filter:
     """``f`` with its column resolved against ``table`` (canonical reference)."""
-    col = schema.column(table, f.column, field_name="filters.column")
+    col = _column(schema, table, f.column, "filters.column")
     return f if col.ref == f.column else f.model_copy(update={"column": col.ref})
 
 
@@ -503,11 +548,19 @@ def _split_values(text: str, rest: str) -> list[str]:
                 raise _filter_error(text, "empty value")
             if '"' in item:
                 raise _filter_error(text, f"stray quote in {short(item)}; quote the whole value")
-            values.append(item)
+            values.append(_sql_unquoted(item))
             i = n if j < 0 else j
         if i >= n:
             return values
         i += 1  # the comma
+
+
+def _sql_unquoted(item: str) -> str:
+    """``'ios'`` -> ``ios``: SQL habit quotes text values, and a kept quote would match no row.
+    One matching pair is stripped; a quote inside a value (``O'Brien``) stays."""
+    if len(item) >= 2 and item[0] == item[-1] == "'":
+        return item[1:-1]
+    return item
 
 
 def _check_arity(text: str, op: FilterOp, values: list[str]) -> None:
@@ -641,7 +694,7 @@ def _filter_from(syntax: _FilterSyntax, text: str, schema: Schema, table: str) -
 
 def _checked_filter(f: Filter, schema: Schema, table: str) -> Filter:
     """A filter in the tools' form, its column resolved (values are type-checked when bound)."""
-    col = schema.column(schema.table(table), f.column, field_name="filters.column")
+    col = _column(schema, schema.table(table), f.column, "filters.column")
     if f.op == "contains" and col.kind != "text":
         raise ToolInputError(
             f"contains needs a text column; {col.ref!r} is {col.kind}", code="type_mismatch"
@@ -805,7 +858,7 @@ def _resolve_dimensions(
     period_col = periods.time_column or periods.period_column
     refs: dict[str, None] = {}
     for d in _split_dimensions(dimensions):
-        col = schema.column(table, _dimension_ref(d, table), field_name="dimensions")
+        col = _column(schema, table, _dimension_ref(d, table), "dimensions")
         if col.ref == period_col:
             raise ToolInputError(
                 f"dimension {col.ref!r} is the column that defines the periods",
@@ -988,7 +1041,7 @@ def _periods(
 ) -> Periods:
     """Label periods on ``period_column``, else date ranges on the (detected) time column."""
     if period_column is not None:
-        col = schema.column(table, period_column, field_name="period_column")
+        col = _column(schema, table, period_column, "period_column")
         return _validated(
             lambda: Periods(
                 period_column=col.ref, baseline=_label(baseline), comparison=_label(comparison)
@@ -997,7 +1050,7 @@ def _periods(
             code="invalid_period",
         )
     ref = time_column if time_column is not None else detect_time_column(schema, table)
-    col = schema.column(table, ref, field_name="time_column")
+    col = _column(schema, table, ref, "time_column")
     if col.kind not in ("date", "timestamp"):
         raise ToolInputError(
             f"type mismatch: time column {col.ref!r} is {col.kind} ({col.type}), not a date",

@@ -106,11 +106,14 @@ class Periods(_Frozen):
         dates = isinstance(self.baseline, DateRange) and isinstance(self.comparison, DateRange)
         labels = isinstance(self.baseline, str) and isinstance(self.comparison, str)
         if dates and self.time_column and not self.period_column:
-            if (
-                self.baseline.start <= self.comparison.end
-                and self.comparison.start <= self.baseline.end
-            ):
-                raise ValueError("baseline and comparison periods overlap")
+            first = max(self.baseline.start, self.comparison.start)
+            last = min(self.baseline.end, self.comparison.end)
+            if first <= last:  # a day in both would be counted on both sides of the change
+                both = DateRange(start=first, end=last)
+                raise ValueError(
+                    f"baseline and comparison periods overlap on {both.label} "
+                    f"({both.days} day{'s' if both.days != 1 else ''}); give periods that share no day"
+                )
             return self
         if labels and self.period_column and not self.time_column:
             if self.baseline == self.comparison:

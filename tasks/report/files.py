@@ -32,6 +32,7 @@ from tasks.report.charts import (
     timeseries_png,
     waterfall_png,
 )
+from tasks.report.command import drilldown_command
 from tasks.report.markdown import (
     OTHER_DATA_NOTE,
     RELATION,
@@ -520,7 +521,7 @@ def _check(result: dict[str, Any], db: str | None) -> list[str]:
             args = dumps(ev.get("arguments") or {})
             quoted = "'" + args.replace("'", "'\\''") + "'"
             where = shlex.quote(db) if db else "DB"
-            commands.append(f"drilldown tool {ev['tool']} --db {where} --args {quoted}")
+            commands.append(f"{drilldown_command()} tool {ev['tool']} --db {where} --args {quoted}")
     if commands:
         lines.append("<p>Each root cause comes from a query anyone can re-run:</p>")
         lines += [f"<pre><code>{code(c)}</code></pre>" for c in commands]

@@ -16,6 +16,7 @@ from typing import Any
 
 from sql_tools.output import dumps, printable, printable_line
 from tasks.engine.result import Explanation, Segment
+from tasks.report.command import drilldown_command
 
 # Said once above a list of similar past investigations when some of them read other data.
 OTHER_DATA_NOTE = (
@@ -436,4 +437,4 @@ def _hypotheses(e: Explanation, db: str | None) -> list[str]:
 
 def _tool_command(tool: str, args: str, db: str | None) -> str:
     quoted = "'" + args.replace("'", "'\\''") + "'"
-    return f"drilldown tool {tool} --db {shlex.quote(db) if db else 'DB'} --args {quoted}"
+    return f"{drilldown_command()} tool {tool} --db {shlex.quote(db) if db else 'DB'} --args {quoted}"

@@ -160,10 +160,16 @@ def test_metric_on_several_tables_asks_for_table(demo):
     assert err.details["valid_values"] == ["events", "users"]
 
 
-def test_metric_column_in_no_table_lists_tables(demo):
+def test_metric_column_in_no_table_names_the_closest_and_its_columns(demo):
     err = _error(parse_metric, "sum(revnue)", demo)
     assert err.code == "unknown_column"
-    assert "'revnue'" in err.message
+    assert "'revnue'" in err.message and "closest: 'revenue' in table 'events'" in err.message
+    assert "revenue" in err.details["valid_values"] and "events" not in err.details["valid_values"]
+
+
+def test_metric_column_like_no_column_lists_tables(demo):
+    err = _error(parse_metric, "sum(xyzzy)", demo)
+    assert err.code == "unknown_column"
     assert err.details["valid_values"] == ["events", "users"]
 
 

@@ -252,9 +252,10 @@ def test_cli_investigates_postgres_and_its_tool_command_reruns(demo_pg, tmp_path
     assert SECRET not in proc.stdout + proc.stderr
     # the report's command re-runs the numbers: the URL it shows, the password from PGPASSWORD
     report = (out / "report.md").read_text()
-    command = next(line for line in report.splitlines() if line.startswith("drilldown tool "))
+    # (``drilldown`` may be printed as the path of the environment's script)
+    command = next(ln for ln in report.splitlines() if ln.partition(" ")[0].endswith("drilldown"))
     tool = subprocess.run(
-        f"{sys.executable} -m drilldown.cli {command.removeprefix('drilldown ')}",
+        f"{sys.executable} -m drilldown.cli {command.partition(' ')[2]}",
         shell=True, capture_output=True, text=True, cwd=ROOT, timeout=120,
         env={**os.environ, "PGPASSWORD": SECRET},
     )  # fmt: skip

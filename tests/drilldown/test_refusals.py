@@ -1,0 +1,161 @@
+"""Questions that cannot mean what they say are refused by `drilldown investigate` in one line,
+exit code 2, with nothing written: no report, no result.json, no remembered investigation.
+
+Each case is a mistake a new user makes easily and that used to produce a confident wrong answer
+with exit code 0 (a one-day total against a seven-day total, a period outside the data, a quoted
+filter value, a misspelled column, a ratio with a zero baseline denominator). The CLI runs as a
+user runs it, in a subprocess, on a small CSV.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import date, timedelta
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import ROOT
+
+WEEK_1 = "2024-03-18:2024-03-24"
+WEEK_2 = "2024-03-25:2024-03-31"
+
+
+@pytest.fixture(scope="module")
+def events(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """28 days x 3 platforms; iOS revenue falls in the last week; ``refunds`` is 0 until then."""
+    lines = ["date,platform,country,sessions,purchases,refunds,revenue"]
+    start = date(2024, 3, 4)
+    for i in range(28):
+        day = start + timedelta(days=i)
+        for k, platform in enumerate(("ios", "android", "web")):
+            revenue = 100 + 7 * k + i % 5 - (40 if platform == "ios" and i >= 21 else 0)
+            refunds = 1 + k if i >= 21 else 0
+            country = "US" if (i + k) % 2 else "GB"
+            lines.append(f"{day},{platform},{country},{20 + k},{3 + i % 3},{refunds},{revenue}")
+    path = tmp_path_factory.mktemp("refusals") / "events.csv"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def investigate(
+    events: Path, out: Path, *args: str, metric: str = "sum(revenue)"
+) -> subprocess.CompletedProcess[str]:
+    """`drilldown investigate` offline on ``events``, remembering in a store under ``out``."""
+    argv = ["investigate", str(events), "--metric", metric, "--offline", "--out", str(out)]
+    env = {
+        **os.environ,
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "DRILLDOWN_STORE_PATH": str(out.parent / f"{out.name}-memory.duckdb"),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "drilldown.cli", *argv, *args],
+        capture_output=True, text=True, cwd=ROOT, env=env, timeout=300,
+    )  # fmt: skip
+
+
+def refused(proc: subprocess.CompletedProcess[str], out: Path) -> str:
+    """The one-line error of a refused run, after checking that nothing was written."""
+    assert proc.returncode == 2, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, proc.stderr
+    assert "Warning" not in proc.stderr, proc.stderr
+    assert not (out / "report.md").exists() and not (out / "result.json").exists()
+    assert not (out.parent / f"{out.name}-memory.duckdb").exists(), "the store was written"
+    return errors[0]
+
+
+def test_a_total_over_periods_of_different_lengths_is_refused(events, tmp_path):
+    out = tmp_path / "out"
+    line = refused(
+        investigate(events, out, "--baseline", "2024-03-18", "--comparison", WEEK_2), out
+    )
+    assert "baseline has 1 day" in line and "comparison 7 days" in line, line
+    assert "equal length" in line and "ratio/average" in line, line
+
+
+def test_a_ratio_over_periods_of_different_lengths_is_answered(events, tmp_path):
+    out = tmp_path / "out"
+    proc = investigate(
+        events, out, "--baseline", "2024-03-18", "--comparison", WEEK_2, metric="avg(revenue)"
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "result.json").exists()
+
+
+def test_a_period_without_rows_is_refused_naming_the_data_range(events, tmp_path):
+    out = tmp_path / "out"
+    proc = investigate(
+        events, out, "--baseline", "2023-01-01:2023-01-07", "--comparison", WEEK_2
+    )
+    line = refused(proc, out)
+    assert "baseline 2023-01-01..2023-01-07 has no rows" in line, line
+    assert "the data covers 2024-03-04..2024-03-31" in line, line
+
+
+def test_overlapping_periods_are_refused_naming_the_overlap(events, tmp_path):
+    out = tmp_path / "out"
+    proc = investigate(
+        events, out, "--baseline", WEEK_1, "--comparison", "2024-03-22:2024-03-28"
+    )
+    line = refused(proc, out)
+    assert "overlap on 2024-03-22..2024-03-24" in line, line
+
+
+def test_a_filter_matching_no_rows_is_refused_naming_the_closest_value(events, tmp_path):
+    out = tmp_path / "out"
+    proc = investigate(
+        events, out, "--baseline", WEEK_1, "--comparison", WEEK_2, "--filter", "platform=iPhone"
+    )
+    line = refused(proc, out)
+    assert "platform=iPhone" in line and "matches no rows" in line, line
+    assert "android" in line and "web" in line, line
+
+
+@pytest.mark.parametrize("quoted", ["platform='ios'", 'platform="ios"'])
+def test_a_sql_quoted_filter_value_means_the_value(events, tmp_path, quoted):
+    plain, sql = tmp_path / "plain", tmp_path / "sql"
+    periods = ("--baseline", WEEK_1, "--comparison", WEEK_2)
+    for out, f in ((plain, "platform=ios"), (sql, quoted)):
+        proc = investigate(events, out, *periods, "--filter", f)
+        assert proc.returncode == 0, proc.stderr
+    want = json.loads((plain / "result.json").read_text())
+    got = json.loads((sql / "result.json").read_text())
+    assert got["metric"]["filters"] == want["metric"]["filters"]
+    assert got["change"] == want["change"]
+    assert got["change"]["absolute"] < 0  # iOS revenue fell: the filter kept iOS rows
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "field"),
+    [
+        ("--metric", "sum(revenu)", "metric"),
+        ("--filter", "platfrom=ios", "filters.column"),
+        ("--dimensions", "platform,contry", "dimensions"),
+        ("--time-column", "dat", "time_column"),
+    ],
+)
+def test_a_misspelled_column_is_refused_naming_the_closest(events, tmp_path, option, value, field):
+    out = tmp_path / "out"
+    args = ["--baseline", WEEK_1, "--comparison", WEEK_2]
+    if option == "--metric":
+        proc = investigate(events, out, *args, metric=value)
+    else:
+        proc = investigate(events, out, *args, option, value)
+    line = refused(proc, out)
+    closest = {"metric": "revenue", "filters.column": "platform", "dimensions": "country"}
+    assert f"closest: '{closest.get(field, 'date')}'" in line, line
+    assert "valid: date, platform, country, sessions" in line, line
+
+
+def test_a_ratio_with_a_zero_baseline_denominator_is_refused(events, tmp_path):
+    out = tmp_path / "out"
+    proc = investigate(
+        events, out, "--baseline", WEEK_1, "--comparison", WEEK_2,
+        metric="sum(revenue) / sum(refunds)",
+    )  # fmt: skip
+    line = refused(proc, out)
+    assert "has no baseline value" in line and "sum(refunds) is 0" in line, line
