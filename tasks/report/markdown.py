@@ -23,18 +23,26 @@ OTHER_DATA_NOTE = (
     "same named source): what it found is not evidence about this data."
 )
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>!|~#])")
-_LINKISH = re.compile(r"(?i)\b(http|ftp|file|javascript|data)(s?):|\bwww\.")
+_LINKISH = re.compile(
+    r"(?i)\b(?:(http|ftp|file)(s?):(?=//)|(javascript)():|(data)():(?=[a-z]+/[a-z0-9.+-]+)"
+    r"|(http|ftp)(s?):(?=[^\s]))|\bwww\."
+)
+"""Real URL schemes in link position: ``https://``, ``ftp://``, ``file://``, ``http:x`` (no
+space before the address), ``javascript:``, and ``data:`` followed by a MIME type
+(``data:text/html,``). A plain word followed by a colon (``too little data: 2 rows``) is prose."""
 
 
 def _defang(m: re.Match[str]) -> str:
     if m.group(0).lower() == "www.":
         return m.group(0)[:3] + "[.]"
-    word = m.group(1)
-    return word[0] + "x" * (len(word) - 2) + word[-1] + m.group(2) + ":"
+    groups = [g for g in m.groups() if g is not None]
+    word, s = groups[0], groups[1]
+    return word[0] + "x" * (len(word) - 2) + word[-1] + s + ":"
 
 
 def defang(text: str) -> str:
-    """Addresses made inert (``hxxps:``, ``www[.]``) so no viewer turns them into links."""
+    """Addresses made inert (``hxxps:``, ``www[.]``) so no viewer turns them into links; words
+    that merely end in a colon keep their letters."""
     return _LINKISH.sub(_defang, text)
 
 
@@ -197,243 +205,9 @@ def data_first(result: dict[str, Any]) -> list[str]:
     return [first, *[n for n in notes if n]]
 
 
-def _row(s: Segment, ratio: bool, cols: Columns, note: str = "") -> str:
-    effect = s.effect
-    if ratio and s.rate is not None and s.mix is not None:
-        d = cols.contribution
-        effect += f" (rate {fmt(s.rate, decimals=d)}, mix {fmt(s.mix, decimals=d)})"
-    p = "n/a" if s.p_value is None else f"{s.p_value:.2g}"
-    return (
-        f"| {segment_text(s.segment, s.aliases)}{note} | {fmt(s.baseline, decimals=cols.values)} | "
-        f"{fmt(s.comparison, decimals=cols.values)} | "
-        f"{fmt(s.contribution, decimals=cols.contribution)} | {_share(s.share)} | "
-        f"{effect} | {p} |"
-    )
+def render(e: Explanation, *, db: str | None = None, charts: Sequence[tuple[str, str]] = ()) -> str:
+    """The whole report as Markdown: the report model rendered by ``report.md.j2``."""
+    from tasks.report.model import build
+    from tasks.report.render import markdown
 
-
-def _share(x: float | None) -> str:
-    return "n/a" if x is None else f"{x * 100:.1f}%"
-
-
-def _table(rows: list[Segment], ratio: bool, notes: Sequence[str] = ()) -> list[str]:
-    head = "segment | before | after | contribution | share of change | effect | p"
-    cols = Columns.of([s.model_dump() for s in rows])
-    notes = [*notes, *[""] * (len(rows) - len(notes))]
-    body = [_row(s, ratio, cols, note) for s, note in zip(rows, notes, strict=True)]
-    return [f"| {head} |", "|---|---:|---:|---:|---:|---|---:|", *body]
-
-
-def _others_table(rows: list[Segment], causes: list[Segment], ratio: bool, limit: int) -> list[str]:
-    """Drivers or offsetting segments beside the root causes (see :func:`other_movers`)."""
-    dumped = [s.model_dump() for s in rows]
-    shown = other_movers(dumped, [c.model_dump() for c in causes])[:limit]
-    if not shown:
-        return []
-    by_id = {id(d): s for d, s in zip(dumped, rows, strict=True)}
-    notes = [
-        f" ({RELATION[rel]} {segment_text(seg)})"
-        if rel and seg
-        else f" ({RELATION[rel]})"
-        if rel
-        else ""
-        for _, rel, seg in shown
-    ]
-    return _table([by_id[id(d)] for d, _, _ in shown], ratio, notes)
-
-
-def render(e: Explanation, *, db: str | None = None) -> str:
-    """The whole report as Markdown."""
-    ratio = e.metric.kind == "ratio"
-    c = e.change
-    name = esc(e.metric.name or e.metric.expression)
-    lines = [f"# Why did {name} move?", ""]
-    lines.append(
-        f"**{name}** on `{esc(e.metric.table)}` went from **{fmt(e.baseline.value)}** "
-        f"({esc(e.baseline.label)}) to **{fmt(e.comparison.value)}** ({esc(e.comparison.label)}): "
-        f"{fmt(c.absolute)} ({fmt(c.relative, 'percent') if c.relative is not None else 'n/a'})."
-    )
-    lines.append("")
-    first = data_first(e.model_dump(mode="json", include={"change", "root_causes", "global_shift"}))
-    if first:
-        lines += [f"**{esc(first[0], 400)}**", "", *[f"- {esc(n, 600)}" for n in first[1:]], ""]
-    if c.significant:
-        lines.append(f"This change is **significant** (p = {c.p_value:.2g}; {esc(c.method, 400)}).")
-    else:
-        p = "n/a" if c.p_value is None else f"{c.p_value:.2g}"
-        lines.append(
-            f"This change is **not significant**: it is within the normal noise (p = {p}; "
-            f"{esc(c.method, 400)}). No root cause is named."
-        )
-    lines.append("")
-    if e.data_quality:
-        lines += ["## Data quality first", ""]
-        lines += [
-            f"- **{d.kind.replace('_', ' ')}** ({d.severity}): {esc(d.message, 400)}"
-            for d in e.data_quality
-        ]
-        lines.append("")
-    if c.significant:
-        lines += ["## Root causes", ""]
-        if e.root_causes:
-            share = (
-                f" Together they account for {fmt(e.explained_share, 'percent').lstrip('+')} "
-                "of the change."
-                if e.explained_share is not None
-                else ""
-            )
-            lines.append(
-                f"The smallest set of segments that explains the change, most specific level "
-                f"first.{share}"
-            )
-            lines.append("")
-            lines += _table(e.root_causes, ratio)
-            # notes of moves not put down to the data (those are in the headline)
-            notes = [
-                rc.data_quality.message
-                for rc in e.root_causes
-                if rc.data_quality is not None and rc.effect != "data_quality"
-            ]
-            lines += ["", *[f"- {esc(n, 600)}" for n in notes]] if notes else []
-        else:
-            lines.append("No single segment stands out: the change is spread across the data.")
-        lines.append("")
-        if e.global_shift is not None:
-            g = e.global_shift
-            why = "every segment moved by about the same factor"
-            if g.data_quality is not None:
-                why = esc(g.data_quality.message.rstrip("."), 600)
-            elif g.effect == "data_quality":
-                why = "it matches the data-quality problems above"
-            lines += [
-                "## Everything moved",
-                "",
-                f"An even shift across all the data accounts for {fmt(g.contribution)} "
-                f"({fmt(g.share, 'percent') if g.share is not None else 'n/a'} of the change): {why}.",
-                "",
-            ]
-    table = _others_table(e.offsetting, e.root_causes, ratio, 5)
-    if table:
-        lines += ["## Moving the other way", "", *table, ""]
-    table = _others_table(e.drivers, e.root_causes, ratio, 10)
-    if table:
-        lines += ["## Other segments that moved", "", *table, ""]
-    lines += _hypotheses(e, db)
-    if e.similar_investigations:
-        lines += ["## Similar past investigations", ""]
-        if any(p.get("same_data") is False for p in e.similar_investigations):
-            lines += [OTHER_DATA_NOTE.format(mark="**Other data**"), ""]
-        for p in e.similar_investigations:
-            causes = "; ".join(esc(c) for c in p.get("root_causes", [])) or "no root cause"
-            other = ", **other data**" if p.get("same_data") is False else ""
-            lines.append(
-                f"- {esc(p.get('date'))}{other}: {esc(p.get('metric'))}, "
-                f"{esc(p.get('periods'))}: {causes} "
-                f"(similarity {p.get('score', 0):.2f}, run `{esc(p.get('run_id'))}`)"
-            )
-        lines.append("")
-    lines += ["## Check it yourself", ""]
-    if e.root_causes:
-        lines.append("Each root cause comes from a query anyone can re-run:")
-        lines.append("")
-        for s in e.root_causes:
-            if s.evidence is None:
-                continue
-            args = dumps(s.evidence.arguments).replace("`", "\\u0060")
-            lines += ["```", _tool_command(s.evidence.tool, args, db), "```"]
-    lines.append("")
-    searched = e.stats.get("search_dimensions") or e.dimensions
-    dims = ", ".join(esc(d) for d in searched)
-    lines.append(
-        f"Searched {e.stats.get('segments', 0):,} segments over {dims} "
-        f"(up to {e.stats.get('max_depth')} columns at a time)."
-    )
-
-    if e.notes:
-        lines.append("")
-    for n in e.notes:
-        lines.append(f"- {esc(n, 400)}")
-    return "\n".join(lines).rstrip() + "\n"
-
-
-_STATUS = {"confirmed": "Confirmed", "ruled_out": "Ruled out", "inconclusive": "Inconclusive"}
-
-
-def _hypotheses(e: Explanation, db: str | None) -> list[str]:
-    """Hypotheses with verdicts and evidence (SQL collapsed), then the gate's findings."""
-    if not e.hypotheses:
-        return []
-    agent = e.stats.get("agent") or {}
-    how = "the offline planner" if agent.get("mode") == "offline" else esc(agent.get("model"))
-    lines = ["## Hypotheses", "", f"Investigated by {how} through the SQL tools.", ""]
-    for h in e.hypotheses:
-        status = _STATUS.get(h.get("status", ""), "Inconclusive")
-        lines.append(
-            f"### {status}: {esc(h.get('title'), 200)} ({esc(h.get('confidence'))} confidence)"
-        )
-        lines += ["", esc(h.get("summary"), 1000), ""]
-        if h.get("cites"):
-            runs = ", ".join(f"`{esc(r)}`" for r in h["cites"])
-            lines += [f"Seen before: past investigation {runs} named the same segment.", ""]
-        for ev in h.get("evidence", []):
-            lines.append(
-                f"- `{esc(ev.get('id'))}` {esc(ev.get('tool'))}: {esc(ev.get('result', {}).get('summary'), 200)}"
-            )
-        if h.get("evidence"):
-            lines += ["", "<details><summary>Evidence queries</summary>", ""]
-            for ev in h["evidence"]:
-                if ev.get("sql"):
-                    sql = printable(" ".join(str(ev["sql"]).split())).replace("`", "'")
-                    params = dumps(ev.get("params", {})).replace("`", "'")
-                    lines += [f"{esc(ev.get('id'))}:", "```sql", sql, f"-- params: {params}", "```"]
-            lines += ["", "</details>", ""]
-    accepted = [f for f in e.findings if f.get("status") == "accepted"]
-    dismissed = [f for f in e.findings if f.get("status") != "accepted"]
-    if accepted:
-        lines += [
-            "## Findings",
-            "",
-            "| finding | before | after | share | p |",
-            "|---|---|---|---|---|",
-        ]
-        reported = [s.model_dump() for s in [*e.root_causes, *e.drivers, *e.offsetting]]
-        d = decimals(v for f in accepted for v in (f.get("measured") or {}).values())
-        for f in accepted:
-            m = f.get("measured") or {}
-            name = reported_name(f["segment"], reported)
-            if name != f["segment"]:
-                name_text = f"{segment_text(name)} (written as {segment_text(f['segment'])})"
-            else:
-                name_text = segment_text(name)
-            lines.append(
-                f"| {name_text} ({esc(f['category'])}) "
-                f"| {fmt(m.get('baseline'), decimals=d)} | {fmt(m.get('comparison'), decimals=d)} "
-                f"| {_share(f.get('share'))} "
-                f"| {'n/a' if f.get('p_value') is None else format(f['p_value'], '.2g')} |"
-            )
-        lines.append("")
-        lines.append(
-            "Each finding's numbers were re-computed by its own query before it was accepted "
-            "(`result.json`: `findings[].sql`, `params`)."
-        )
-        lines.append("")
-    if dismissed:
-        lines += ["Dismissed by the evidence gate:", ""]
-        lines += [
-            f"- {segment_text(f['segment'])} ({esc(f['category'])}): {esc(f.get('critique'), 400)}"
-            for f in dismissed
-        ]
-        lines.append("")
-    usage = agent.get("usage") or {}
-    if agent.get("mode") == "claude":
-        lines += [
-            f"Model use: {usage.get('requests', 0)} requests, {usage.get('input_tokens', 0):,} input "
-            f"and {usage.get('output_tokens', 0):,} output tokens, about "
-            f"${usage.get('cost_usd', 0.0):.2f}.",
-            "",
-        ]
-    return lines
-
-
-def _tool_command(tool: str, args: str, db: str | None) -> str:
-    quoted = "'" + args.replace("'", "'\\''") + "'"
-    return f"drilldown tool {tool} --db {shlex.quote(db) if db else 'DB'} --args {quoted}"
+    return markdown(build(e, db), charts)
