@@ -82,7 +82,9 @@ def write_report_files(
         path.write_bytes(data)
         written.append(path)
     page = out / "report.html"
-    page.write_text(render_html(result, images, db=str(db), chart_notes=notes, report=report), encoding="utf-8")
+    page.write_text(
+        render_html(result, images, db=str(db), chart_notes=notes, report=report), encoding="utf-8"
+    )
     written.append(page)
     return written
 
@@ -134,6 +136,5 @@ def render_html(
     """The whole report as one standalone HTML page: the report model (the same one report.md
     renders; built from ``result`` unless given) through ``report.html.j2``, plus charts."""
     report = report or build(Explanation.model_validate(result), db)
-    return html(
-        report, images or {}, CHARTS, [printable_line(n, 400) for n in chart_notes], Markup(CSP), _CSS
-    )
+    notes = [printable_line(n, 400) for n in chart_notes]
+    return html(report, images or {}, CHARTS, notes, Markup(CSP), _CSS)

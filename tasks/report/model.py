@@ -450,7 +450,8 @@ def _investigation(r: Report, e: Explanation, q: _Quantities) -> None:
         if _names_cause(written, causes):
             continue
         if f.get("status") != "accepted":
-            r.dismissed.append((Name.of(written), text(f.get("category")), text(f.get("critique"), 400)))
+            critique = text(f.get("critique"), 400)
+            r.dismissed.append((Name.of(written), text(f.get("category")), critique))
             continue
         m = f.get("measured") or {}
         name = reported_name(written, reported)
@@ -563,7 +564,8 @@ def _checks(e: Explanation, db: str | None) -> list[Check]:
             continue
         quoted = "'" + dumps(args).replace("`", "\\u0060").replace("'", "'\\''") + "'"
         where = _shell(db) if db else "DB"
-        out.append(Check(name, command=f"drilldown tool {s.evidence.tool} --db {where} --args {quoted}"))
+        command = f"drilldown tool {s.evidence.tool} --db {where} --args {quoted}"
+        out.append(Check(name, command=command))
     return out
 
 

@@ -44,4 +44,5 @@ def write_report(
     tmp.write_text(dumps(result, indent=2), encoding="utf-8")
     tmp.replace(folder / "result.json")
     paths = [folder / "result.json", folder / "report.md", folder / "evidence.jsonl", *charts]
-    return {"paths": [str(p) for p in paths], "report_md": report_md, "artifact_md": markdown(report)}
+    paths_text = [str(p) for p in paths]
+    return {"paths": paths_text, "report_md": report_md, "artifact_md": markdown(report)}
