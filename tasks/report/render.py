@@ -1,9 +1,9 @@
 """The report model (:mod:`tasks.report.model`) rendered by Jinja2 templates: report.md, the
 run's markdown artifact, and report.html.
 
-Every value a template prints passes through its format's escape, so a template cannot forget
-one: Markdown specials are escaped in report.md (``esc``), HTML is autoescaped in report.html;
-both defang addresses. Code blocks (SQL, commands) go through the ``code`` filter instead.
+Every value a template prints passes through its format's escape (the environments' ``finalize``),
+so a template cannot forget one: Markdown specials are escaped in report.md (as ``esc`` does),
+HTML in report.html (as ``html.escape`` does); both defang addresses. Code blocks (SQL, commands) go through the ``code`` filter instead.
 """
 
 from __future__ import annotations
@@ -42,8 +42,11 @@ def _md_code(value: Any, one_line: bool = False) -> Markup:
 
 
 def _html_value(value: Any) -> Any:
-    """Any printed value in report.html: defanged (the environment then HTML-escapes it)."""
-    return value if isinstance(value, Markup) else defang(str(value))
+    """Any printed value in report.html: defanged and HTML-escaped, quotes too (``Markup`` is
+    ours: a macro's output or a filter's)."""
+    if isinstance(value, Markup):
+        return value
+    return Markup(html_escape(defang(str(value)), quote=True))
 
 
 def _html_code(value: Any, one_line: bool = False) -> Markup:
