@@ -583,8 +583,8 @@ def _searched(e: Explanation) -> tuple[str, str]:
     count = f"{segments:,} segments" if isinstance(segments, int) else "the segments"
     depth = stats.get("max_depth")
     sentence = (
-        f"Searched {count}: every value of {dims or 'the columns'} and their combinations "
-        f"(up to {depth} columns at a time). A segment is named only when its move stands out "
+        f"Searched {count} over {dims or 'the columns'} (up to {depth} columns at a time: "
+        "every value and every combination). A segment is named only when its move stands out "
         "from chance after allowing for searching that many."
     )
     details = [
