@@ -18,7 +18,7 @@ from typing import Any
 
 from sql_tools.output import dumps, printable_line
 from tasks.engine.result import Explanation, Segment
-from tasks.report.markdown import data_first, other_movers, reported_name, short_aliases
+from tasks.report.text import data_first, other_movers, reported_name, short_aliases
 
 GROSS_FACTOR = 2.0
 """Causes whose absolute contributions add up to more than this many times the net change are

@@ -19,7 +19,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
 from sql_tools.output import printable
-from tasks.report.markdown import _MD_SPECIAL, defang
+from tasks.report.text import _MD_SPECIAL, defang
 from tasks.report.model import Report
 
 TEMPLATES = Path(__file__).parent / "templates"
