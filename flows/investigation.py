@@ -100,7 +100,7 @@ def investigation(
         entries = [e for r in runs for e in r["entries"]]
         _note_masked(result, entries)
         written = _call(steps.write_report, run, req.out, result, entries)
-        _artifacts(written["report_md"], result)
+        _artifacts(written["artifact_md"], result)
         saved = None
         if req.remember:  # raises when the save does not land: the report stays written
             saved = _call(steps.remember, run, result, entries, written["report_md"])
@@ -295,7 +295,8 @@ def _note_masked(result: dict[str, Any], entries: list[dict[str, Any]]) -> None:
 
 
 def _artifacts(report_md: str, result: dict[str, Any]) -> None:
-    """The report as a markdown artifact and the findings as a table artifact (in a run)."""
+    """The report (report.md without its chart links, rendered from the same report model) as a
+    markdown artifact and the findings as a table artifact (in a run)."""
     if not _in_flow():
         return
     from prefect.artifacts import create_markdown_artifact, create_table_artifact

@@ -366,8 +366,28 @@ def _png(fig: Any) -> bytes:
     return buf.getvalue()
 
 
+def compact(x: float, step: float) -> str:
+    """A tick label short enough not to run into its neighbours: ``495M``, ``1.25K``, ``0.05``;
+    as many decimals as the tick ``step`` needs at that scale."""
+    if x == 0:
+        return "0"
+    for size, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if abs(x) >= size or (step >= size and abs(x) >= size / 10):
+            return f"{x / size:.{_places(step / size)}f}{suffix}"
+    return f"{x:,.{_places(step, 6)}f}"
+
+
+def _places(step: float, most: int = 3) -> int:
+    """The decimals that show a tick step exactly (2.5 needs one), at most ``most``."""
+    for places in range(most):
+        scaled = step * 10**places
+        if abs(scaled - round(scaled)) < 1e-6 * max(1.0, abs(scaled)):
+            return places
+    return most
+
+
 def _number_axis(axis: Any) -> None:
-    """Tick labels with thousands separators and only as many decimals as the ticks need."""
+    """Compact tick labels (``495M``, ``12.5K``) with only as many decimals as the ticks need."""
     from matplotlib.ticker import FuncFormatter
 
     def label(x: float, _pos: int | None) -> str:
@@ -375,8 +395,7 @@ def _number_axis(axis: Any) -> None:
         step = min(
             (abs(b - a) for a, b in zip(ticks, ticks[1:], strict=False) if b != a), default=1
         )
-        decimals = 0 if step >= 1 else min(6, math.ceil(-math.log10(step)))
-        return f"{x:,.{decimals}f}" if x != 0 else "0"
+        return compact(x, step)
 
     axis.set_major_formatter(FuncFormatter(label))
 

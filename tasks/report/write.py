@@ -1,5 +1,9 @@
 """Report: result.json, report.md, report.html with its charts, and the evidence ledger files.
 
+One report model (:mod:`tasks.report.model`) is built from the result and rendered three ways:
+report.md, report.html and the run's markdown artifact (report.md without the chart links,
+which point at files the artifact does not have).
+
 ``result.json`` is written last, through a temporary file renamed into place: when it exists,
 every other output is complete, and a crash never leaves a half-written one.
 """
@@ -13,21 +17,24 @@ from sql_tools.output import dumps
 from tasks.agent.ledger import Ledger
 from tasks.agent.models import LedgerEntry
 from tasks.engine.result import Explanation
-from tasks.report.files import charts_markdown, write_report_files
-from tasks.report.markdown import render
+from tasks.report.files import CHARTS, write_report_files
+from tasks.report.model import build
+from tasks.report.render import markdown as render
 from tasks.run import Run
 
 
 def write_report(
     run: Run, out: str, result: dict[str, Any], entries: list[dict[str, Any]]
 ) -> dict[str, Any]:
-    """Write the outputs into ``out``; return ``{"paths": [...], "report_md": str}``."""
+    """Write the outputs into ``out``; return ``{"paths": [...], "report_md": str,
+    "artifact_md": str}``."""
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
-    explanation = Explanation.model_validate(result)
-    report_md = render(explanation, db=run.db)
-    charts = write_report_files(result, folder, run.db, run.ctx)  # html, charts
-    report_md = report_md.rstrip() + "\n\n" + charts_markdown(charts) if charts else report_md
+    report = build(Explanation.model_validate(result), run.db)
+    charts = write_report_files(result, folder, run.db, run.ctx, report)  # html, charts
+    drawn = {p.name for p in charts if p.parent.name == "charts"}
+    links = [(f"charts/{name}", alt) for name, alt in CHARTS.items() if name in drawn]
+    report_md = render(report, links)
     (folder / "report.md").write_text(report_md, encoding="utf-8")
     ledger = Ledger()
     ledger.entries = [LedgerEntry.model_validate(e) for e in entries]
@@ -37,4 +44,5 @@ def write_report(
     tmp.write_text(dumps(result, indent=2), encoding="utf-8")
     tmp.replace(folder / "result.json")
     paths = [folder / "result.json", folder / "report.md", folder / "evidence.jsonl", *charts]
-    return {"paths": [str(p) for p in paths], "report_md": report_md}
+    paths_text = [str(p) for p in paths]
+    return {"paths": paths_text, "report_md": report_md, "artifact_md": render(report)}

@@ -1,0 +1,600 @@
+"""The report as one typed model, computed once from the engine's explanation.
+
+report.md, report.html and the run's markdown artifact are renderings of this model (see
+:mod:`tasks.report.render`), so they cannot tell different stories. The model decides the story:
+which segments are causes, which are folded into them, what the rest of the change is, one
+number format per quantity, and how to say a small net change that hides large opposite moves.
+
+Text from the data or a model is kept here as plain text (one line, capped, hidden characters
+shown as escapes); the templates escape it for their format.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sql_tools.output import dumps, printable_line
+from tasks.engine.result import Explanation, Segment
+from tasks.report.command import drilldown_command
+from tasks.report.text import data_first, other_movers, reported_name, short_aliases
+
+GROSS_FACTOR = 2.0
+"""Causes whose absolute contributions add up to more than this many times the net change are
+offsetting movers: the headline says so, and shares are of the gross movement."""
+
+STATUS = {"confirmed": "Confirmed", "ruled_out": "Ruled out", "inconclusive": "Inconclusive"}
+
+
+def text(value: Any, limit: int = 120) -> str:
+    """Data or model text, inert in any format: one line, capped, hidden characters as escapes."""
+    return printable_line("" if value is None else value, limit)
+
+
+def places(values: Iterable[Any]) -> int:
+    """Decimal places for one quantity across the whole report: none for whole numbers or when
+    the smallest non-zero magnitude is 100 or more, two from 1, and two significant digits below
+    1 (0.69 stays 0.69, never "1")."""
+    xs = [abs(float(x)) for x in values if _finite(x)]
+    if not xs or all(x == round(x) for x in xs):
+        return 0
+    small = min((x for x in xs if x), default=0.0)
+    if small >= 100 or small == 0:
+        return 0
+    if small >= 1:
+        return 2
+    return min(8, 1 - math.floor(math.log10(small)))
+
+
+def number(x: Any, decimals: int) -> str:
+    """``x`` with thousands separators and ``decimals`` places; ``n/a`` when not a number."""
+    if not _finite(x):
+        return "n/a"
+    out = f"{float(x):,.{decimals}f}"
+    return out[1:] if out.startswith("-") and not out.strip("-0.,") else out
+
+
+def signed(x: Any, decimals: int) -> str:
+    return number(x, decimals) if not _finite(x) or x < 0 else "+" + number(x, decimals)
+
+
+def percent(x: Any, sign: bool = True) -> str:
+    """A share or relative change as a percent, one decimal."""
+    if not _finite(x):
+        return "n/a"
+    return f"{x * 100:+.1f}%" if sign else f"{x * 100:.1f}%"
+
+
+def p_text(x: Any) -> str:
+    return "n/a" if not _finite(x) else f"{x:.2g}"
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+
+
+@dataclass(frozen=True)
+class Name:
+    """A segment's name: ``(column, value)`` pairs (empty: everything) and its other names."""
+
+    pairs: tuple[tuple[str, str], ...]
+    also: tuple[Name, ...] = ()
+
+    @classmethod
+    def of(cls, seg: Mapping[str, Any] | None, aliases: Sequence[dict[str, Any]] = ()) -> Name:
+        seg = dict(seg or {})
+        also = tuple(cls.of(a) for a in short_aliases(seg, aliases)) if seg else ()
+        return cls(tuple((text(k), text(v)) for k, v in seg.items()), also)
+
+    @property
+    def plain(self) -> str:
+        return ", ".join(f"{k} = {v}" for k, v in self.pairs) or "everything"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One segment in a table: numbers already in the report's formats."""
+
+    name: Name
+    before: str
+    after: str
+    contribution: str
+    share: str
+    effect: str
+    p: str
+    note: str = ""
+    note_name: Name | None = None
+
+
+@dataclass(frozen=True)
+class Mover:
+    """A segment named in a sentence with its contribution (folded movers, the headline)."""
+
+    name: Name
+    contribution: str
+    relative: str = ""
+    word: str = ""
+
+
+@dataclass(frozen=True)
+class EvidenceLine:
+    """One tool call a hypothesis rests on; ``caveat`` says when its figures are not the
+    metric's own (a ratio's numerator)."""
+
+    id: str
+    tool: str
+    summary: str
+    sql: str = ""
+    params: str = ""
+    caveat: str = ""
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    """A hypothesis with its verdict and the tool calls behind it."""
+
+    status: str
+    status_text: str
+    title: str
+    confidence: str
+    summary: str
+    cites: tuple[str, ...]
+    evidence: tuple[EvidenceLine, ...]
+
+    @property
+    def queries(self) -> tuple[EvidenceLine, ...]:
+        return tuple(e for e in self.evidence if e.sql)
+
+
+@dataclass(frozen=True)
+class Check:
+    """A way to re-run a root cause: a ``drilldown tool`` command or, when the tool cannot
+    compute this metric, the SQL that computed it."""
+
+    name: Name
+    command: str = ""
+    sql: str = ""
+    params: str = ""
+
+
+@dataclass(frozen=True)
+class Similar:
+    """A past investigation like this one; ``other_data``: of a different dataset."""
+
+    date: str
+    other_data: bool
+    metric: str
+    periods: str
+    causes: tuple[str, ...]
+    score: str
+    run_id: str
+
+
+@dataclass
+class Report:
+    """Everything a reader sees, in reading order."""
+
+    name: str
+    table: str
+    filters: str
+    before: str
+    before_label: str
+    after: str
+    after_label: str
+    change: str
+    relative: str
+    direction: str
+    significant: bool
+    p: str
+    method: str
+    data_first: str = ""
+    data_first_notes: list[str] = field(default_factory=list)
+    hides: str = ""
+    hides_movers: list[Mover] = field(default_factory=list)
+    data_quality: list[tuple[str, str, str]] = field(default_factory=list)
+    share_head: str = "share of change"
+    causes: list[Row] = field(default_factory=list)
+    together: str = ""
+    cause_notes: list[str] = field(default_factory=list)
+    folded: list[Mover] = field(default_factory=list)
+    rest: str = ""
+    shift: str = ""
+    shift_why: str = ""
+    against: list[Row] = field(default_factory=list)
+    others: list[Row] = field(default_factory=list)
+    agent: str = ""
+    hypotheses: list[Hypothesis] = field(default_factory=list)
+    findings: list[Row] = field(default_factory=list)
+    dismissed: list[tuple[Name, str, str]] = field(default_factory=list)
+    usage: str = ""
+    similar: list[Similar] = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)
+    searched: str = ""
+    search_details: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+# --- building ------------------------------------------------------------------------------
+
+
+def build(e: Explanation, db: str | None = None) -> Report:
+    """The report model of ``e`` (``db``: the database named in the re-run commands)."""
+    q = _Quantities.of(e)
+    causes = sorted(e.root_causes, key=lambda s: -abs(s.contribution)) if q.gross else e.root_causes
+    r = Report(
+        name=text(e.metric.name or e.metric.expression),
+        table=text(e.metric.table),
+        filters=filters_text(e.metric.filters),
+        before=q.value(e.baseline.value),
+        before_label=text(e.baseline.label),
+        after=q.value(e.comparison.value),
+        after_label=text(e.comparison.label),
+        change=signed(e.change.absolute, q.contribution),
+        relative=percent(e.change.relative),
+        direction=_direction(e.change.absolute),
+        significant=e.change.significant,
+        p=p_text(e.change.p_value),
+        method=text(e.change.method, 400),
+    )
+    first = data_first(e.model_dump(mode="json", include={"change", "root_causes", "global_shift"}))
+    if first:
+        r.data_first, r.data_first_notes = text(first[0], 400), [text(n, 600) for n in first[1:]]
+    r.data_quality = [
+        (d.kind.replace("_", " "), d.severity, text(d.message, 400)) for d in e.data_quality
+    ]
+    if q.gross:
+        r.share_head = "share of all movement"
+        r.hides, r.hides_movers = _hides(e, causes, q)
+    if e.change.significant:
+        r.causes = [q.row(s) for s in causes]
+        r.together = _together(e, q)
+        r.cause_notes = [
+            text(s.data_quality.message, 600)
+            for s in causes
+            if s.data_quality is not None and s.effect != "data_quality"
+        ]
+        r.rest = _rest(e, q)
+        if e.global_shift is not None:
+            r.shift, r.shift_why = _shift(e.global_shift, q)
+    _movers(r, e, q)
+    _investigation(r, e, q)
+    r.checks = _checks(e, db)
+    r.searched, r.search_details = _searched(e)
+    r.notes = [text(n, 400) for n in e.notes]
+    return r
+
+
+@dataclass(frozen=True)
+class _Quantities:
+    """One number format per quantity: the metric's values, and its changes."""
+
+    values: int
+    contribution: int
+    net: float | None
+    gross: float | None
+    """Sum of the causes' absolute contributions when they hide opposite moves, else None."""
+
+    @classmethod
+    def of(cls, e: Explanation) -> _Quantities:
+        segs = [*e.root_causes, *e.drivers, *e.offsetting]
+        segs += [e.global_shift] if e.global_shift is not None else []
+        measured = [
+            v for f in e.findings for v in (f.get("measured") or {}).values() if _finite(v)
+        ]
+        values = [e.baseline.value, e.comparison.value, *measured]
+        values += [v for s in segs for v in (s.baseline, s.comparison)]
+        # the change's format is set by what the story quotes: the net change, the causes, the rest
+        changes = [e.change.absolute, *[s.contribution for s in e.root_causes]]
+        net = e.change.absolute if _finite(e.change.absolute) else None
+        gross = sum(abs(s.contribution) for s in _movements(e))
+        hides = net is not None and bool(e.root_causes) and gross > GROSS_FACTOR * abs(net)
+        rest = _rest_value(e)
+        if rest is not None:
+            changes.append(rest)
+        return cls(places(values), places(changes), net, gross if hides else None)
+
+    def value(self, x: Any) -> str:
+        return number(x, self.values)
+
+    def change(self, x: Any) -> str:
+        return signed(x, self.contribution)
+
+    def share(self, s: Segment) -> str:
+        """Of the net change, or of the gross movement when opposite moves hide in the net."""
+        if self.gross:
+            return percent(s.contribution / self.gross, sign=True)
+        return percent(s.share, sign=False)
+
+    def row(self, s: Segment, note: str = "", note_name: Name | None = None) -> Row:
+        effect = s.effect
+        if s.rate is not None and s.mix is not None:
+            d = self.contribution
+            effect += f" (rate {signed(s.rate, d)}, mix {signed(s.mix, d)})"
+        return Row(
+            Name.of(s.segment, s.aliases),
+            self.value(s.baseline),
+            self.value(s.comparison),
+            self.change(s.contribution),
+            self.share(s),
+            effect,
+            p_text(s.p_value),
+            note,
+            note_name,
+        )
+
+
+def _movements(e: Explanation) -> list[Segment]:
+    """The named moves: the root causes and an even shift across all the data."""
+    moves = [*e.root_causes, *([e.global_shift] if e.global_shift is not None else [])]
+    return [s for s in moves if _finite(s.contribution)]
+
+
+def filters_text(filters: Sequence[Mapping[str, Any]]) -> str:
+    """The question's filters as asked: ``country != IN; platform in (ios, web)``."""
+    parts = []
+    for f in filters:
+        value = f.get("value")
+        if isinstance(value, list | tuple):
+            value = "(" + ", ".join(str(v) for v in value) + ")"
+        parts.append(f"{f.get('column')} {f.get('op', '=')} {value}")
+    return text("; ".join(parts), 400)
+
+
+def _direction(x: Any) -> str:
+    if not _finite(x) or x == 0:
+        return ""
+    return "down" if x < 0 else "up"
+
+
+def _hides(e: Explanation, causes: Sequence[Segment], q: _Quantities) -> tuple[str, list[Mover]]:
+    """The headline's warning: the net change hides larger moves that cancel out."""
+    base = e.baseline.value
+    movers = [
+        Mover(
+            Name.of(s.segment),
+            q.change(s.contribution),
+            percent(s.contribution / base) if _finite(base) and base else "",
+            "rise" if s.contribution > 0 else "fall",
+        )
+        for s in sorted(_movements(e), key=lambda s: -abs(s.contribution))[:3]
+    ]
+    return f"net {percent(e.change.relative)}", movers
+
+
+def _together(e: Explanation, q: _Quantities) -> str:
+    """What the causes add up to, said so it cannot read as more than all or less than none."""
+    total = sum(s.contribution for s in e.root_causes)
+    if not e.root_causes:
+        return ""
+    if q.gross:
+        return (
+            f"The named moves pull in opposite directions: {number(q.gross, q.contribution)} of "
+            f"movement in all for a net change of {q.change(q.net)}, so shares below are of "
+            "that gross movement."
+        )
+    share = e.explained_share
+    if _finite(share) and 0 <= share <= 1:
+        return f"Together they account for {percent(share, sign=False)} of the change."
+    return f"Together they move it by {q.change(total)}, against a net change of {q.change(q.net)}."
+
+
+def _rest_value(e: Explanation) -> float | None:
+    if not e.root_causes or not _finite(e.change.absolute):
+        return None
+    return float(e.change.absolute) - sum(s.contribution for s in e.root_causes)
+
+
+def _rest(e: Explanation, q: _Quantities) -> str:
+    """The waterfall's "Everything else" in words."""
+    rest = _rest_value(e)
+    if rest is None:
+        return ""
+    share = f" ({percent(rest / q.net, sign=False)} of the change)" if q.net and not q.gross else ""
+    where = (
+        "an even shift across all the data (below) and many small moves"
+        if e.global_shift is not None
+        else "many segments, each too small to be named on its own"
+    )
+    return f"Everything else: {q.change(rest)}{share}, spread over {where}."
+
+
+def _shift(g: Segment, q: _Quantities) -> tuple[str, str]:
+    why = "every segment moved by about the same factor"
+    if g.data_quality is not None:
+        why = text(g.data_quality.message.rstrip("."), 600)
+    elif g.effect == "data_quality":
+        why = "it matches the data-quality problems above"
+    share = percent(g.share) if not q.gross else percent(g.contribution / q.gross)
+    return f"{q.change(g.contribution)} ({share} of the {_of(q)})", why
+
+
+def _of(q: _Quantities) -> str:
+    return "gross movement" if q.gross else "change"
+
+
+def _movers(r: Report, e: Explanation, q: _Quantities) -> None:
+    """Segments beside the causes: those inside or above a cause are the cause seen again
+    (left out); those the causes explain are folded into one sentence; the rest are tables."""
+    causes = [c.model_dump() for c in e.root_causes]
+    seen: set[str] = set()
+    for key, rows, limit in (("against", e.offsetting, 5), ("others", e.drivers, 10)):
+        dumped = [s.model_dump() for s in rows]
+        by_id = {id(d): s for d, s in zip(dumped, rows, strict=True)}
+        shown: list[Row] = []
+        for d, rel, seg in other_movers(dumped, causes):
+            s = by_id[id(d)]
+            name = Name.of(s.segment)
+            if rel == "contains" or name.plain in seen:
+                continue
+            seen.add(name.plain)
+            if rel == "explained":
+                r.folded.append(Mover(name, q.change(s.contribution)))
+            elif len(shown) < limit:
+                note = "part of root cause" if rel == "part" else ""
+                shown.append(q.row(s, note, Name.of(seg) if rel == "part" else None))
+        setattr(r, key, shown)
+
+
+def _investigation(r: Report, e: Explanation, q: _Quantities) -> None:
+    """Hypotheses, the findings not already shown as root causes, and the gate's dismissals
+    of anything but a root cause."""
+    agent = e.stats.get("agent") or {}
+    r.agent = "the offline planner" if agent.get("mode") == "offline" else text(agent.get("model"))
+    numerator = _numerator(e)
+    r.hypotheses = [_hypothesis(h, numerator) for h in e.hypotheses]
+    reported = [s.model_dump() for s in [*e.root_causes, *e.drivers, *e.offsetting]]
+    causes = [{"segment": c.segment, "aliases": c.aliases} for c in e.root_causes]
+    for f in e.findings:
+        written = f.get("segment") or {}
+        if _names_cause(written, causes):
+            continue
+        if f.get("status") != "accepted":
+            critique = text(f.get("critique"), 400)
+            r.dismissed.append((Name.of(written), text(f.get("category")), critique))
+            continue
+        m = f.get("measured") or {}
+        name = reported_name(written, reported)
+        r.findings.append(
+            Row(
+                Name.of(name),
+                q.value(m.get("baseline")),
+                q.value(m.get("comparison")),
+                "",
+                percent(f.get("share"), sign=False),
+                text(f.get("category")),
+                p_text(f.get("p_value")),
+                "written as" if name != written else "",
+                Name.of(written) if name != written else None,
+            )
+        )
+    usage = agent.get("usage") or {}
+    if agent.get("mode") == "claude":
+        r.usage = (
+            f"Model use: {int(usage.get('requests', 0))} requests, "
+            f"{int(usage.get('input_tokens', 0)):,} input and "
+            f"{int(usage.get('output_tokens', 0)):,} output tokens, about "
+            f"${float(usage.get('cost_usd', 0.0)):.2f}."
+        )
+    r.similar = [
+        Similar(
+            text(p.get("date")),
+            p.get("same_data") is False,
+            text(p.get("metric")),
+            text(p.get("periods")),
+            tuple(text(c) for c in p.get("root_causes") or []),
+            f"{p['score']:.2f}" if _finite(p.get("score")) else "n/a",
+            text(p.get("run_id")),
+        )
+        for p in e.similar_investigations
+    ]
+
+
+def _names_cause(segment: dict[str, Any], causes: Sequence[Mapping[str, Any]]) -> bool:
+    return bool(causes) and reported_name(segment, causes) != segment or any(
+        c["segment"] == segment for c in causes
+    )
+
+
+def _numerator(e: Explanation) -> str:
+    """For a ratio metric, its numerator as written (``sum(revenue)``); else empty."""
+    if e.metric.kind != "ratio":
+        return ""
+    return text(e.metric.expression.split("/", 1)[0].strip())
+
+
+def _single_aggregate(arguments: Mapping[str, Any], numerator: str = "") -> bool:
+    """True when a tool call computed one aggregate (``numerator`` given: that one)."""
+    metric = arguments.get("metric")
+    if not isinstance(metric, Mapping) or "agg" not in metric:
+        return False
+    written = f"{metric.get('agg')}({metric.get('column') or '*'})".lower()
+    return not numerator or written == "".join(numerator.split()).lower()
+
+
+def _hypothesis(h: Mapping[str, Any], numerator: str) -> Hypothesis:
+    status = h.get("status") if h.get("status") in STATUS else "inconclusive"
+    lines = []
+    for ev in h.get("evidence") or []:
+        caveat = ""
+        if numerator and _single_aggregate(ev.get("arguments") or {}, numerator):
+            caveat = f"figures of {numerator}, the ratio's numerator, not of the ratio"
+        lines.append(
+            EvidenceLine(
+                text(ev.get("id")),
+                text(ev.get("tool")),
+                text((ev.get("result") or {}).get("summary"), 200),
+                str(ev.get("sql") or ""),
+                dumps(ev.get("params") or {}) if ev.get("sql") else "",
+                caveat,
+            )
+        )
+    return Hypothesis(
+        str(status),
+        STATUS[str(status)],
+        text(h.get("title"), 200),
+        text(h.get("confidence")),
+        text(h.get("summary"), 1000),
+        tuple(text(c) for c in h.get("cites") or []),
+        tuple(lines),
+    )
+
+
+def _checks(e: Explanation, db: str | None) -> list[Check]:
+    """A re-run per root cause: the tool command, or for a ratio metric whose tool call computed
+    only one aggregate, the accepted finding's SQL (numerator and denominator)."""
+    out = []
+    for s in e.root_causes:
+        if s.evidence is None:
+            continue
+        args = s.evidence.arguments
+        name = Name.of(s.segment)
+        if e.metric.kind == "ratio" and _single_aggregate(args):
+            f = next(
+                (
+                    f
+                    for f in e.findings
+                    if f.get("sql") and reported_name(f.get("segment") or {}, [s.model_dump()])
+                    == s.segment
+                ),
+                None,
+            )
+            if f is not None:
+                out.append(Check(name, sql=str(f["sql"]), params=dumps(f.get("params") or {})))
+            continue
+        quoted = "'" + dumps(args).replace("`", "\\u0060").replace("'", "'\\''") + "'"
+        where = _shell(db) if db else "DB"
+        command = f"{drilldown_command()} tool {s.evidence.tool} --db {where} --args {quoted}"
+        out.append(Check(name, command=command))
+    return out
+
+
+def _shell(word: str) -> str:
+    import shlex
+
+    return shlex.quote(word)
+
+
+def _searched(e: Explanation) -> tuple[str, str]:
+    """One sentence a reader understands, and the search's counts in one place."""
+    stats = e.stats
+    dims = ", ".join(text(d) for d in (stats.get("search_dimensions") or e.dimensions))
+    segments = stats.get("segments")
+    count = f"{segments:,} segments" if isinstance(segments, int) else "the segments"
+    depth = stats.get("max_depth")
+    sentence = (
+        f"Searched {count} over {dims or 'the columns'} (up to {depth} columns at a time: "
+        "every value and every combination). A segment is named only when its move stands out "
+        "from chance after allowing for searching that many."
+    )
+    details = [
+        f"{label}: {stats[key]:,}"
+        for key, label in (
+            ("segments", "segments searched"),
+            ("segments_tested", "segments tested for significance"),
+            ("leaves", "most specific segments"),
+        )
+        if isinstance(stats.get(key), int)
+    ]
+    return sentence, "; ".join(details)

@@ -1,0 +1,302 @@
+"""One consistent story in every report: five questions investigated by the CLI (offline) on small
+CSV files loaded by the real loader, read as report.md and report.html the way a reader gets
+them. report.html is checked with an HTML parser (no headless browser installs from the package
+registry here)."""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import html
+import json
+import os
+import re
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tasks.engine.result import Explanation
+from tasks.report.charts import waterfall_bars
+from tasks.report.files import render_html
+from tasks.report.markdown import defang, render, segment_text
+from tests.report.test_report_files import _weekly_csv as _labels_csv
+from tests.support.report_tables import SEGMENT_SECTIONS, html_tables, md_tables, places
+
+ROOT = Path(__file__).resolve().parents[2]
+WEEKS = ["--baseline", "2024-03-18:2024-03-24", "--comparison", "2024-03-25:2024-03-31"]
+
+
+def _offsetting_csv() -> str:
+    """Daily revenue where android falls by 38% and ios rises by 40%: the net barely moves."""
+    rows = ["date,platform,country,revenue"]
+    start = dt.date(2024, 3, 18)
+    for d in range(14):
+        day = start + dt.timedelta(days=d)
+        for platform in ("ios", "android", "web", "tv", "desktop"):
+            for country in ("US", "GB", "DE", "BR"):
+                for i in range(6):
+                    value = 100 + (i * 7 + d * 3) % 5
+                    if d >= 7 and platform == "ios":
+                        value *= 1.4
+                    if d >= 7 and platform == "android":
+                        value *= 0.62
+                    rows.append(f"{day},{platform},{country},{value:.2f}")
+    return "\n".join(rows) + "\n"
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """The five questions, investigated at once in their own processes."""
+    root = tmp_path_factory.mktemp("story")
+    labels, offsetting = root / "weekly.csv", root / "offsetting.csv"
+    labels.write_text(_labels_csv(), encoding="utf-8")
+    offsetting.write_text(_offsetting_csv(), encoding="utf-8")
+    events = ROOT / "data" / "demo" / "events.csv"
+    daily = ["--time-column", "date", *WEEKS]
+    jobs = {
+        "demo": (events, ["--metric", "sum(revenue)", *daily]),
+        "ratio": (events, ["--metric", "sum(revenue) / sum(sessions)", "--filter", "country!=IN",
+                           *daily]),
+        "filtered": (events, ["--metric", "sum(revenue)", "--filter", "country!=IN", *daily]),
+        "labels": (labels, ["--metric", "sum(revenue)", "--period-column", "week",
+                            "--baseline", "w1", "--comparison", "w2"]),
+        "offsetting": (offsetting, ["--metric", "sum(revenue)", *daily]),
+    }  # fmt: skip
+    env = {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    procs = {}
+    for name, (data, args) in jobs.items():
+        out = root / name
+        cmd = [sys.executable, "-m", "drilldown.cli", "investigate", str(data), *args]
+        cmd += ["--offline", "--no-remember", "--out", str(out)]
+        procs[name] = (
+            subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True),
+            out,
+        )  # fmt: skip
+    got = {}
+    for name, (proc, out) in procs.items():
+        _, stderr = proc.communicate(timeout=300)
+        assert proc.returncode == 0, f"{name}: {stderr}"
+        got[name] = {
+            "result": json.loads((out / "result.json").read_text(encoding="utf-8")),
+            "md": (out / "report.md").read_text(encoding="utf-8"),
+            "html": (out / "report.html").read_text(encoding="utf-8"),
+        }
+    return got
+
+
+ALL = ["demo", "ratio", "filtered", "labels", "offsetting"]
+SHARE = re.compile(r"(-?[\d,]+\.\d)%")
+
+
+def page_text(page: str) -> str:
+    """What a reader sees of report.html: the text of the body, tags gone, entities decoded."""
+
+    class Text(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.parts: list[str] = []
+            self.skip = 0
+
+        def handle_starttag(self, tag: str, attrs: Any) -> None:
+            self.skip += tag in ("style", "title")
+
+        def handle_endtag(self, tag: str) -> None:
+            self.skip -= tag in ("style", "title")
+
+        def handle_data(self, data: str) -> None:
+            if not self.skip:
+                self.parts.append(data)
+
+    parser = Text()
+    parser.feed(page)
+    return "".join(parser.parts)
+
+
+def headline(md: str) -> str:
+    return next(line for line in md.splitlines() if line.startswith("**"))
+
+
+@pytest.mark.parametrize("name", ["ratio", "filtered"])
+def test_the_headline_states_the_question_with_its_filters(
+    reports: dict[str, dict[str, Any]], name: str
+) -> None:
+    r = reports[name]
+    assert r["result"]["metric"]["filters"] == [{"column": "country", "op": "!=", "value": "IN"}]
+    metric = {"ratio": "sum(revenue) / sum(sessions)", "filtered": "sum(revenue)"}[name]
+    assert headline(r["md"]).startswith(f"**{metric}** on `events` where country \\!= IN went")
+    assert f"{metric} on events where country != IN went from" in page_text(r["html"])
+
+
+def test_segments_inside_or_above_a_root_cause_are_folded_into_it(
+    reports: dict[str, dict[str, Any]],
+) -> None:
+    """The demo's 9 overlapping movers: none is listed again; the US, which the root cause
+    explains, is folded into it with the reason in words."""
+    for name in ALL:
+        r = reports[name]
+        causes = [c["segment"] for c in r["result"]["root_causes"]]
+        for tables in (md_tables(r["md"]), html_tables(r["html"])):
+            rows = [row for t in SEGMENT_SECTIONS[1:] for row in tables.get(t, [])]
+            listed = [row[0].split(" (")[0] for row in rows]
+            for cause in causes:
+                overlapping = [
+                    segment_text(s["segment"])
+                    for s in r["result"]["drivers"] + r["result"]["offsetting"]
+                    if s["segment"].items() <= cause.items()
+                    or cause.items() <= s["segment"].items()
+                ]
+                assert not set(listed) & {re.sub(r"\\(.)", r"\1", o) for o in overlapping}, name
+    md = reports["demo"]["md"]
+    folded = next(line for line in md.splitlines() if line.startswith("Folded into the root"))
+    assert "country = US (-2,041)" in folded and "hold the root causes' rows" in folded
+    assert "follows from the root causes" not in md
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_the_rest_of_the_change_is_said_in_words(
+    reports: dict[str, dict[str, Any]], name: str
+) -> None:
+    r = reports[name]
+    bars = waterfall_bars(r["result"])
+    assert bars is not None
+    rest = next(b for b in bars if b.name == "Everything else")
+    for text in (r["md"], page_text(r["html"])):
+        line = next(x for x in text.splitlines() if x.startswith("Everything else: "))
+        number = line.split()[2].rstrip(",").lstrip("+")
+        digits = places(number)
+        assert digits is not None, line
+        assert float(number.replace(",", "")) == pytest.approx(rest.value, abs=10**-digits)
+        assert "spread over" in line
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_one_number_format_per_quantity(reports: dict[str, dict[str, Any]], name: str) -> None:
+    """The metric's values (headline, tables) share one precision, and so do its changes
+    (headline, contributions, the rest)."""
+    md = reports[name]["md"]
+    first = headline(md)
+    values = re.findall(r"\*\*(-?[\d,.]+)\*\*", first)
+    change = re.search(r": ([+-][\d,.]+) \(", first)
+    assert len(values) == 2 and change
+    tables = md_tables(md)
+    rows = [row for t in SEGMENT_SECTIONS for row in tables.get(t, [])] + tables.get("Findings", [])
+    value_cells = values + [c for row in rows for c in row[1:3]]
+    rest = next(x for x in md.splitlines() if x.startswith("Everything else: ")).split()[2]
+    contributions = [row[3] for t in SEGMENT_SECTIONS for row in tables.get(t, [])]
+    change_cells = [change.group(1), rest.rstrip(","), *contributions]
+    for cells in (value_cells, change_cells):
+        found = {places(c.lstrip("+")) for c in cells} - {None}
+        assert len(found) == 1, (name, cells)
+
+
+def test_small_values_keep_their_digits(reports: dict[str, dict[str, Any]]) -> None:
+    """0.69 beside thousands is printed 0.69, never 1."""
+    r = copy.deepcopy(reports["demo"]["result"])
+    r["root_causes"][0]["comparison"] = 0.69
+    md = render(Explanation.model_validate(r))
+    row = md_tables(md)["Root causes"][0]
+    assert row[2] == "0.69" and row[1] == "2,906.94"
+    assert "0.69" in page_text(render_html(r))
+
+
+def test_nothing_listed_as_a_cause_is_dismissed_or_offsetting(
+    reports: dict[str, dict[str, Any]],
+) -> None:
+    r = copy.deepcopy(reports["demo"]["result"])
+    [rc] = r["root_causes"]
+    r["findings"].append(
+        {**r["findings"][0], "status": "dismissed",
+         "critique": "effect too small: 4.6% of the change (needs 5%)"}
+    )  # fmt: skip
+    r["offsetting"] = [copy.deepcopy(rc)]
+    for text in (render(Explanation.model_validate(r)), page_text(render_html(r))):
+        assert "effect too small" not in text
+        assert "Moving the other way" not in text
+    # the engine lists the offsetting question's root cause under offsetting too
+    off = reports["offsetting"]
+    causes = [c["segment"] for c in off["result"]["root_causes"]]
+    assert any(s["segment"] in causes for s in off["result"]["offsetting"])
+    assert "Moving the other way" not in off["md"]
+
+
+def test_offsetting_movers_are_said_plainly(reports: dict[str, dict[str, Any]]) -> None:
+    """+0.4% net over a -38% fall and a +40% rise: the headline says so, and no share is
+    shown beyond the whole movement."""
+    r = reports["offsetting"]
+    for text in (r["md"], page_text(r["html"])):
+        text = text.split("Hypotheses", 1)[0]  # the report's own words, not the planner's
+        assert re.search(r"net \+0\.\d% hides larger moves that cancel out: a [+-]\d", text)
+        assert "fall (-6," in text and "platform = android" in text
+        shares = [float(s.replace(",", "")) for s in SHARE.findall(text)]
+        assert shares and all(abs(s) <= 100 for s in shares), shares
+        assert "of the gross movement" in text or "share of all movement" in text
+
+
+def test_ratio_reports_check_the_ratio(reports: dict[str, dict[str, Any]]) -> None:
+    md = reports["ratio"]["md"]
+    check = md.split("## Check it yourself", 1)[1]
+    assert '"agg": "sum", "column": "revenue"' not in check
+    assert "numerator and denominator" in check and '"sessions"' in check
+    # an evidence line quoting the numerator's figures says whose figures they are
+    hyps = md.split("## Hypotheses", 1)[1].split("## Check it yourself", 1)[0]
+    numerator = [
+        ev
+        for h in reports["ratio"]["result"]["hypotheses"]
+        for ev in h["evidence"]
+        if (ev.get("arguments") or {}).get("metric") == {"agg": "sum", "column": "revenue"}
+    ]
+    assert numerator
+    assert hyps.count("(figures of sum(revenue), the ratio's numerator, not of the ratio)") == len(
+        numerator
+    )
+    assert all("```sql\n-- params" not in s for s in md.split("<details>")[1:])
+
+
+def test_the_findings_table_does_not_repeat_the_root_causes(
+    reports: dict[str, dict[str, Any]],
+) -> None:
+    for name in ALL:
+        r = reports[name]
+        causes = {segment_text(c["segment"]) for c in r["result"]["root_causes"]}
+        findings = [row[0].split(" (")[0] for row in md_tables(r["md"]).get("Findings", [])]
+        assert not causes & set(findings), name
+
+
+def test_the_search_is_said_once(reports: dict[str, dict[str, Any]]) -> None:
+    md = reports["demo"]["md"]
+    said = [x for x in md.splitlines() if "segments" in x and "Searched" in x]
+    assert len(said) == 1 and "stands out from chance" in said[0]
+
+
+def test_defanging_leaves_plain_words_alone(reports: dict[str, dict[str, Any]]) -> None:
+    assert defang("too little data: 2 rows") == "too little data: 2 rows"
+    assert defang("see data:text/html,<b>x") == "see dxxa:text/html,<b>x"
+    link = "javascript:alert(1) https://a.example"
+    assert defang(link) == "jxxxxxxxxt:alert(1) hxxps://a.example"
+    r = copy.deepcopy(reports["demo"]["result"])
+    r["hypotheses"][0]["summary"] = "too little data: 2 rows; data:text/html,x"
+    for text in (render(Explanation.model_validate(r)), html.unescape(render_html(r))):
+        assert "too little data: 2 rows; dxxa:text/html,x" in text
+
+
+def test_chart_axis_labels_are_compact() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from tasks.report.charts import _number_axis
+
+    fig, ax = plt.subplots()
+    ax.set_xlim(495e6, 505e6)
+    _number_axis(ax.xaxis)
+    fig.canvas.draw()
+    labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    plt.close(fig)
+    assert labels and all(len(x) <= 6 and x.endswith("M") for x in labels), labels
+    assert "495M" in labels or "496M" in labels
