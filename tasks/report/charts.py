@@ -30,6 +30,7 @@ from sql_tools._context import ToolContext
 from sql_tools.output import printable_line as plain
 from sql_tools.registry import SQL_TOOLS as registry
 from tasks.report.markdown import fmt
+from tasks.report.text import decimals
 
 WATERFALL = "waterfall.png"
 TIMESERIES = "timeseries.png"
@@ -314,8 +315,8 @@ def segment_label(seg: dict[str, Any]) -> str:
     return ", ".join(f"{plain(k, 40)} = {plain(v, 40)}" for k, v in seg.items())
 
 
-def _signed(x: float | None) -> str:
-    s = fmt(x)
+def _signed(x: float | None, places: int | None = None) -> str:
+    s = fmt(x, decimals=places)
     return f"+{s}" if x is not None and x > 0 and s != "n/a" else s
 
 
@@ -440,17 +441,19 @@ def waterfall_bars(result: dict[str, Any]) -> list[Bar] | None:
     change = after - before
     bl = plain(result["baseline"].get("label"), 40)
     cl = plain(result["comparison"].get("label"), 40)
-    bars = [Bar("Before", 0.0, before, _TOTAL, fmt(before), f"Before\n{bl}", total=True)]
     causes = [rc for rc in result.get("root_causes") or [] if _finite(rc.get("contribution"))]
     shown = causes[:MAX_BARS]
+    # one precision for every figure of the chart, from the largest
+    d = decimals([before, after, change, *(float(rc["contribution"]) for rc in shown)])
+    bars = [Bar("Before", 0.0, before, _TOTAL, fmt(before, decimals=d), f"Before\n{bl}", total=True)]
     running = before
     if not shown:
-        note = f"{_signed(change)} ({_pct(_rel(result))})"
+        note = f"{_signed(change, d)} ({_pct(_rel(result))})"
         bars.append(Bar("Change", before, after, _DOWN if change < 0 else _UP, note, "Change"))
     for rc in shown:
         c = float(rc["contribution"])
         share = rc.get("share")
-        note = _signed(c) + (f" ({share * 100:.0f}% of the change)" if _finite(share) else "")
+        note = _signed(c, d) + (f" ({share * 100:.0f}% of the change)" if _finite(share) else "")
         name = segment_label(rc.get("segment") or {})
         bars.append(Bar(name, running, running + c, _DOWN if c < 0 else _UP, note, _wrap(name)))
         running += c
@@ -462,8 +465,8 @@ def waterfall_bars(result: dict[str, Any]) -> list[Bar] | None:
         if len(causes) > len(shown):
             label += f"\n(incl. {len(causes) - len(shown)} more root causes)"
         color = _DOWN_SOFT if rest < 0 else _UP_SOFT
-        bars.append(Bar("Everything else", running, after, color, _signed(rest), label))
-    note = f"{fmt(after)} ({_pct(_rel(result))})"
+        bars.append(Bar("Everything else", running, after, color, _signed(rest, d), label))
+    note = f"{fmt(after, decimals=d)} ({_pct(_rel(result))})"
     bars.append(Bar("After", 0.0, after, _TOTAL, note, f"After\n{cl}", total=True))
     return bars
 
@@ -667,7 +670,8 @@ def _panel(ax: Any, s: DailySeries, name: str) -> None:
     title = _wrap(s.label, 90, 1)
     if before is not None and after is not None:
         rel = (after - before) / abs(before) if before else None
-        title += f":  {fmt(before)} → {fmt(after)} ({_pct(rel)})"
+        d = decimals([before, after])
+        title += f":  {fmt(before, decimals=d)} → {fmt(after, decimals=d)} ({_pct(rel)})"
     ax.set_title(title, loc="left", fontsize=10)
     ax.set_ylabel(name, fontsize=8)
     ax.yaxis.grid(True, color=_GRID)
