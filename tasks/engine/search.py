@@ -645,7 +645,9 @@ def search_stories(cube: Cube, leaves: Leaves, **kw: Any) -> Search:
     took_even = any(p.seg == 0 for p in found.picks)
     telling = {"allow_even": False} if took_even else {"even_first": True}
     other = search(cube, leaves, **telling, **kw)
-    if _names_a_whole_column(cube, other) or story_score(other) <= story_score(found):
+    if not other.picks or _names_a_whole_column(cube, other):
+        return found  # no other telling, or the even shift told value by value
+    if story_score(other) <= story_score(found):
         return found
     return other
 
