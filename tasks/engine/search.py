@@ -102,6 +102,11 @@ class Search:
     # which leaves each segment holds (built by the search; reused by whatever weighs its picks)
     groups: Groups | None = None
 
+    @property
+    def bounds(self) -> np.ndarray:
+        """Per segment, the ``|z|`` it must reach (the Bonferroni bound where no tail widened it)."""
+        return self.seg_crit if self.seg_crit is not None else np.full(len(self.z), self.z_crit)
+
 
 def weighted_median(x: np.ndarray, w: np.ndarray) -> float:
     """Median of ``x`` with weights ``w`` (ignores non-finite values and zero weights)."""
@@ -622,7 +627,7 @@ def story_score(found: Search) -> float:
     deviance each pick removed less its bound squared (the price of a segment chosen among all
     those searched). A segment that did not move against its baseline (an exception to an even
     shift that stayed flat) pays its price and gains nothing: a flat part is not a cause."""
-    crit = found.seg_crit if found.seg_crit is not None else np.full(len(found.z), found.z_crit)
+    crit = found.bounds
     moved = np.abs(found.z) >= crit  # against "nothing changed"
     return float(sum(p.deviance * moved[p.seg] - float(crit[p.seg]) ** 2 for p in found.picks))
 
@@ -638,7 +643,7 @@ def search_stories(cube: Cube, leaves: Leaves, **kw: Any) -> Search:
     alone must leave a part of the data flat: naming every value of a column is the even shift
     again, told value by value."""
     found = search(cube, leaves, **kw)
-    crit = found.seg_crit if found.seg_crit is not None else np.full(len(found.z), found.z_crit)
+    crit = found.bounds
     if abs(found.z[0]) < crit[0]:
         return found
     # the other story: without the even shift when the forward search took it, else from it

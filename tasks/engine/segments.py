@@ -318,7 +318,7 @@ def _drivers(
 ) -> tuple[list[Segment], list[Segment]]:
     """Segments significant after correcting for every segment searched (the same bound the
     causes meet), ranked by contribution, with and against the change."""
-    crit = found.seg_crit if found.seg_crit is not None else found.z_crit
+    crit = found.bounds
     sig = eligible & (np.abs(found.z) >= crit)
     sig[0] = False  # the whole population is not a driver
     idx = np.flatnonzero(sig)
@@ -347,5 +347,5 @@ def _within_fit(found: Search, i: int, scale: float = 1.0) -> bool:
     if found.fit is None:
         return False
     vs, fs, ps = found.fit
-    crit = float(found.seg_crit[i]) if found.seg_crit is not None else found.z_crit
+    crit = float(found.bounds[i])
     return bool(abs(vs[i] - fs[i] * scale) / math.sqrt(max(float(ps[i]), 1e-300)) < crit)
