@@ -123,7 +123,7 @@ class Analysis:
         support = max(s["db"][i] / max(t["db"], 1e-300), s["dc"][i] / max(t["dc"], 1e-300))
         found = self.found
         key = json.dumps(cube.segment_dict(i), sort_keys=True, default=str)
-        p = min(sig.adjusted(float(found.p[i]), found.n_tested), self.cause_p.get(key, 1.0))
+        p = min(sig.adjusted(float(found.p[i]), found.tests), self.cause_p.get(key, 1.0))
         named = {  # a root cause under any of its names
             json.dumps(name, sort_keys=True, default=str)
             for rc in self.explanation.root_causes
@@ -253,6 +253,9 @@ def _explained(
     # by explanatory power and asks each cause to carry a fifth of what is left unexplained.
     style = RATIO_SEARCH if kind == "ratio" else ADDITIVE_SEARCH
     found = search_stories(cube, leaves, eligible=eligible, alpha=sig.ALPHA, **style)
+    if __import__("os").environ.get("DD_CHOOSE", "0") == "1":
+        from tasks.engine.select import choose
+        found = choose(cube, found, eligible)
     change = _localized(change, found, eligible)
     contrib = _contributions(cube, kind)
     causes = [
@@ -268,7 +271,7 @@ def _explained(
         notes.append("the change is within the noise; no root causes are named")
         causes = []
     quality = checks.result()
-    assign_data_quality(ctx, q, causes, global_shift, quality, found.z_crit, found.n_tested)
+    assign_data_quality(ctx, q, causes, global_shift, quality, found.z_crit, found.tests)
     direction = math.copysign(1.0, delta) if delta else 1.0
     causes.sort(key=lambda s: (-(s.contribution * direction > 0), -abs(s.contribution)))
     drivers, offsetting = _drivers(cube, contrib, found, eligible, direction)
@@ -321,6 +324,7 @@ def _explained(
         stats={
             "segments": int(len(cube.seg_mask)),
             "segments_tested": found.n_tested,
+            "independent_tests": round(found.tests, 1),
             "leaves": int(len(cube.leaf_codes)),
             "max_depth": q.max_depth,
             "z_threshold": round(found.z_crit, 3),
@@ -518,7 +522,7 @@ def _localized(change: Change, found: Search, eligible: np.ndarray) -> Change:
     seg_p = found.p[1:][eligible[1:]]
     if seg_p.size == 0:
         return change
-    p_local = sig.adjusted(float(seg_p.min()), found.n_tested)
+    p_local = sig.adjusted(float(seg_p.min()), found.tests)
     if change.significant or not sig.significant(p_local):
         return change
     return change.model_copy(

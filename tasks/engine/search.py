@@ -38,6 +38,7 @@ single noisy cells through).
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,6 +102,15 @@ class Search:
     fit: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
     # which leaves each segment holds (built by the search; reused by whatever weighs its picks)
     groups: Groups | None = None
+    # the number of independent tests the searched segments are worth (nested segments share
+    # leaves, so their moves are correlated): what the correction counts
+    n_effective: float | None = None
+
+    @property
+    def tests(self) -> float:
+        """What the multiple-testing correction counts: the independent tests the searched
+        segments are worth (the segments searched when not measured)."""
+        return self.n_effective if self.n_effective is not None else float(self.n_tested)
 
     @property
     def bounds(self) -> np.ndarray:
@@ -217,7 +227,12 @@ def _day_variance(
 
 
 def _day_dispersion(
-    V: np.ndarray, P: np.ndarray, leaf: dict[str, np.ndarray], size: np.ndarray, across: np.ndarray
+    V: np.ndarray,
+    P: np.ndarray,
+    leaf: dict[str, np.ndarray],
+    size: np.ndarray,
+    across: np.ndarray,
+    measured: bool,
 ) -> np.ndarray:
     """The dispersion measured inside each leaf, from its day-to-day spread: per size bin, the
     leaves' daily variance over their row-level variance (pooled). Movers do not inflate it (a
@@ -239,7 +254,7 @@ def _day_dispersion(
     out = np.minimum(out, across)
     rows = float((leaf["rowsb"] + leaf["rowsc"]).sum())
     events = rows > 1.05 * float((leaf["cellsb"] + leaf["cellsc"]).sum())  # days of several rows
-    return np.maximum(out, 1.0) if events else out
+    return np.maximum(out, 1.0) if events and (measured or CLAMP) else out
 
 
 def additive_leaves(leaf: dict[str, np.ndarray], days: tuple[float, float] | None = None) -> Leaves:
@@ -261,7 +276,7 @@ def additive_leaves(leaf: dict[str, np.ndarray], days: tuple[float, float] | Non
         V = _day_variance(scaled, days, np.zeros_like(b), np.zeros_like(b))
     phi = _dispersion(r, P, b + c)
     if V is not None:
-        phi = _day_dispersion(V, P, leaf, b + c, phi)
+        phi = _day_dispersion(V, P, leaf, b + c, phi, measured=False)
     return Leaves(
         f=b.copy(), v=c.copy(), P=P, g=overall - 1.0, phi=phi, tail=_tail(r, P, phi), Pb=Pb
     )
@@ -313,7 +328,7 @@ def ratio_leaves(
         V = _day_variance(scaled, days, rb, rc)
     phi = _dispersion(r, P, f + nc)
     if V is not None:
-        phi = _day_dispersion(V, P, leaf, f + nc, phi)
+        phi = _day_dispersion(V, P, leaf, f + nc, phi, measured=True)
     return Leaves(f=f, v=nc.copy(), P=P, g=g, phi=phi, tail=_tail(r, P, phi))
 
 
@@ -415,18 +430,21 @@ def search(
     groups = Groups(cube)
     n_seg = len(cube.seg_mask)
     n_tested = max(int(eligible.sum()), 1)
-    z_crit = sig.bonferroni_z(n_tested, alpha)
     f = leaves.f.copy()
     v = leaves.v
     s = np.sqrt(leaves.phi * leaves.P)
     w = leaves.P * leaves.phi
     PS = groups.sums(w, n_seg)
+    n_eff = effective_tests(cube, groups, w, PS, eligible)
+    z_crit = sig.bonferroni_z(n_eff, alpha)
     # a heavy leaf tail widens the bound of segments made of few leaves (by noise weight); a
     # sum of m leaves has 1/m of their excess tail
     m_eff = PS**2 / np.maximum(groups.sums(w**2, n_seg), 1e-300)
     seg_crit = sig.segment_bound(z_crit, leaves.tail, m_eff)
     picks: list[Pick] = []
     explained = np.zeros(len(f), dtype=bool)
+    n_leaves_of = groups.sums(np.ones(len(f)), n_seg)
+    margins: list[np.ndarray] = []  # the picks' leaves, each fitted its own factor
     taken = np.zeros(n_seg, dtype=bool)
     z0 = p0 = resid0 = None
     R_total: float | None = None
@@ -446,7 +464,12 @@ def search(
         if even_first and not picks and cand[0]:
             cand[1:] = False  # the story that starts from an even move of everything
         z_new = z  # the evidence beyond the causes so far
-        if explained.any():
+        if margins and JOINT:
+            w_fit = _with_spread(leaves.f, v, f, w, margins)
+            PS_fit = groups.sums(w_fit, n_seg)
+            z_new = R / np.sqrt(_conditional_variance(groups, w_fit, PS_fit, margins, n_seg))
+            cand &= np.abs(z_new) >= threshold
+        elif explained.any():
             # the evidence for a further cause must come from leaves the causes so far leave
             # unexplained: a cause's own leaves scatter around its fitted factor, and segments
             # cutting across it would otherwise pass for causes on that scatter alone
@@ -466,10 +489,14 @@ def search(
             # leaves a cause already fits would only add error, and the global candidate could
             # never compete with the largest piece of an even drift
             k = v[rest].sum() / f[rest].sum()
-            gain[0] = float(((np.abs(v - f) - np.abs(v - f * k)) / units)[rest].sum())
+            gain[0] = float((_leaf_gain(f, v, np.full(len(f), k)) / units)[rest].sum())
         best = int(np.argmax(gain))
         if not np.isfinite(gain[best]) or gain[best] <= 0:
-            break
+            if not (JOINT and FALLBACK) or (picks and not FALLBACK_ALL):
+                break
+            # nothing picked yet and no candidate's ripple fit lowers the leaves' error (a move
+            # spread thinly over many small leaves): the evidence decides, the clearest first
+            best = int(np.argmax(np.where(cand, np.abs(z_new), -np.inf)))
         picked_gain = float(gain[best])
         if climb:
             best = _climb(cube, best, VS, FS, PS, eligible & ~taken, alpha)
@@ -486,9 +513,21 @@ def search(
         change = np.zeros_like(f)
         change[members] = f[members] - before
         FS = FS + groups.sums(change, n_seg, where=members)
+        if JOINT:
+            margins.append(members)
+            if len(margins) > 1:
+                f = _refit(leaves.f, v, margins)
+                FS = groups.sums(f, n_seg)
         taken[best] = True
         # a pick's sub-segments are explained at its factor; they are not separate causes
         taken |= descendants(cube, best)
+        if best != 0:
+            # so is every segment all of whose leaves are the pick's, named by other columns
+            # (``device = desktop & country = US`` inside ``platform = web & device = desktop``
+            # when every desktop is web)
+            inside = np.zeros(len(f))
+            inside[members] = 1.0
+            taken |= (groups.sums(inside, n_seg) >= n_leaves_of) & (n_leaves_of > 0)
         picks.append(
             Pick(
                 seg=best,
@@ -515,7 +554,141 @@ def search(
         remainder,
         fit=(VS, FS, PS),
         groups=groups,
+        n_effective=n_eff,
     )
+
+
+SIMULATIONS = 64
+JOINT = __import__("os").environ.get("DD_JOINT", "1") == "1"
+SYMMETRIC = __import__("os").environ.get("DD_SYM", "1") == "1"
+FALLBACK_ALL = __import__("os").environ.get("DD_FALLBACK", "1") == "2"
+CLAMP = __import__("os").environ.get("DD_CLAMP", "1") == "1"
+FALLBACK = __import__("os").environ.get("DD_FALLBACK", "1") in ("1", "2")
+
+
+def _refit(f0: np.ndarray, v: np.ndarray, margins: list[np.ndarray], rounds: int = 50) -> np.ndarray:
+    """The picks' factors fitted together (iterative proportional fitting): every pick's
+    expected total equals its observed total, each leaf expected at its baseline times the
+    factors of the picks that hold it. Fitted one at a time, a pick that overlaps a later one
+    keeps the overlap's move in its own factor; together, each move goes to the pick it
+    belongs to. Leaves with nothing before and something now are expected at what they show."""
+    f = f0.astype(np.float64).copy()
+    fixed = np.zeros(len(f), dtype=bool)
+    for m in margins:
+        fixed[m] |= f0[m] <= 0
+    f[fixed] = v[fixed]
+    for _ in range(rounds):
+        moved = 0.0
+        for m in margins:
+            free = m[~fixed[m]]
+            fs = float(f[free].sum())
+            if fs <= 0:
+                continue
+            k = (float(v[m].sum()) - float(f[m[fixed[m]]].sum())) / fs
+            if k <= 0:
+                continue
+            f[free] *= k
+            moved = max(moved, abs(k - 1.0))
+        if moved < 1e-9:
+            break
+    return f
+
+
+def _with_spread(
+    f0: np.ndarray, v: np.ndarray, fitted: np.ndarray, w: np.ndarray, margins: list[np.ndarray]
+) -> np.ndarray:
+    """The leaves' noise variance with each pick's spread added: a cause rarely moves every
+    leaf by one factor, so its leaves scatter around the fitted factor by a share of their move
+    (``t^2 (fitted - f0)^2``), the share measured on the pick's own leaves (the scatter beyond
+    the noise, over the squared moves; none when they scatter no more than the noise). A
+    segment cutting across a cause is then not a cause on that scatter alone, while a cause
+    whose leaves moved alike keeps its full weight."""
+    out = w.copy()
+    for m in margins:
+        move2 = (fitted[m] - f0[m]) ** 2
+        denom = float(move2.sum())
+        if denom <= 0:
+            continue
+        t2 = max(float(((v[m] - fitted[m]) ** 2 - w[m]).sum()) / denom, 0.0)
+        out[m] += t2 * move2
+    return out
+
+
+def _conditional_variance(
+    groups: Groups, w: np.ndarray, PS: np.ndarray, margins: list[np.ndarray], n_seg: int
+) -> np.ndarray:
+    """Per segment, the noise variance of its residual once the picks' factors are fitted: the
+    fitted factors take the part of the noise each pick shares with the segment
+    (``P_S - c' A^-1 c`` with ``c`` the noise the segment shares with each pick and ``A`` the
+    picks' shared noise), so a slice of a pick, already matched in total, is not judged by the
+    full noise it no longer has."""
+    n = len(w)
+    C = np.empty((len(margins), n_seg))
+    for j, m in enumerate(margins):
+        x = np.zeros(n)
+        x[m] = w[m]
+        C[j] = groups.sums(x, n_seg)
+    A = np.array([[float(w[np.intersect1d(a, b, assume_unique=True)].sum()) for b in margins] for a in margins])
+    sol = np.linalg.lstsq(A, C, rcond=None)[0]
+    V = PS - np.einsum("js,js->s", C, sol)
+    return np.maximum(V, 1e-3 * np.maximum(PS, 1e-300))
+
+
+def effective_tests(
+    cube: Cube, groups: Groups, w: np.ndarray, PS: np.ndarray, eligible: np.ndarray
+) -> float:
+    """How many independent tests the searched segments are worth, from the null law of the
+    largest ``|z|`` among them.
+
+    Segments nest (``a = 1`` holds ``a = 1 & b = 2``), so their moves under pure noise are
+    correlated and the largest ``|z|`` among N segments is smaller than among N independent
+    ones: Bonferroni over N overstates the bound. The leaves' noise (variance ``w``) is drawn
+    :data:`SIMULATIONS` times, every searched segment's ``z`` computed, and the median of the
+    largest ``|z|`` gives the number M of independent tests with that median; the bound is then
+    Bonferroni over M (at most the segments searched). The draws are a function of each leaf's
+    values alone (not of the order of rows or columns, nor of the columns' names), so the same
+    data asked the same question gets the same bound."""
+    n_tested = max(int(eligible.sum()), 1)
+    if n_tested <= 1 or len(w) == 0:
+        return float(n_tested)
+    noise = _leaf_normals(cube) * np.sqrt(np.maximum(w, 0.0))[:, None]
+    k = noise.shape[1]
+    largest = np.zeros(k)
+    for seg_ids, leaf_gid, n in groups.cuboids:
+        segs = seg_ids[eligible[seg_ids]]
+        gid = groups.seg_gid[segs]
+        segs, gid = segs[gid >= 0], gid[gid >= 0]
+        if segs.size == 0:
+            continue
+        index = (leaf_gid[:, None] * k + np.arange(k)).ravel()
+        sums = np.bincount(index, weights=noise.ravel(), minlength=n * k).reshape(n, k)
+        z = np.abs(sums[gid]) / np.sqrt(np.maximum(PS[segs], 1e-300))[:, None]
+        largest = np.maximum(largest, z.max(axis=0))
+    return sig.independent_tests(float(np.median(largest)), n_tested)
+
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _mix64(x: np.ndarray) -> np.ndarray:
+    """SplitMix64's finaliser: a well-spread 64-bit hash of each ``x`` (wrapping arithmetic)."""
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def _leaf_normals(cube: Cube) -> np.ndarray:
+    """Standard normal draws, :data:`SIMULATIONS` per leaf, seeded by the leaf's values: the sum
+    of a hash of each of its values' text (a sum, so the columns' order and names do not count)."""
+    key = np.zeros(len(cube.leaf_codes), dtype=np.uint64)
+    for j, vals in enumerate(cube.values):
+        text = [repr(v).encode() for v in vals]
+        h = np.array([zlib.crc32(t) | (zlib.crc32(t[::-1]) << 32) for t in text], dtype=np.uint64)
+        key += _mix64(h)[cube.leaf_codes[:, j]] if len(h) else np.uint64(0)
+    draws = np.arange(1, SIMULATIONS + 1, dtype=np.uint64) * _GOLDEN
+    bits = _mix64(key[:, None] + draws[None, :])
+    u = ((bits >> np.uint64(11)).astype(np.float64) + 0.5) * 2.0**-53
+    return norm_isf(u)
 
 
 def _climb(
@@ -612,14 +785,26 @@ def _ripple_gain(
         is_cand[gid] = True
         idx = np.flatnonzero(is_cand[leaf_gid])
         lg, fi, vi, si = leaf_gid[idx], f[idx], v[idx], s[idx]
-        leaf_factor = factor[lg]
-        base = np.abs(vi - fi) / si
-        after = np.where(
-            np.isfinite(leaf_factor), np.abs(vi - fi * np.nan_to_num(leaf_factor)) / si, 0.0
-        )
-        gain = np.bincount(lg, weights=base - after, minlength=n)
+        gain = np.bincount(lg, weights=_leaf_gain(fi, vi, factor[lg]) / si, minlength=n)
         out[picked] = gain[gid]
     return out
+
+
+def _leaf_gain(f: np.ndarray, v: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """Per leaf, the absolute error a factor ``k`` removes, read both ways: the expectation
+    moved up to what was observed (``|v - f| - |v - k f|``) and what was observed moved back to
+    the expectation (``|f - v| - |f - v / k|``), averaged. Read one way only, a rise costs more
+    than the same fall (absolute error is least at the median, and sparse leaves are skewed: a
+    leaf with nothing observed only loses when its expectation is raised), so a cause that rose
+    lost to noise that fell, and the same data asked the other way round told another story.
+    A leaf with nothing before (``k`` infinite) is fitted to what it shows."""
+    base = np.abs(v - f)
+    finite = np.isfinite(k)
+    kk = np.where(finite, k, 1.0)
+    up = np.abs(v - f * kk)
+    back = np.where(kk > 0, np.abs(f - v / np.where(kk > 0, kk, 1.0)), up)
+    after = 0.5 * (up + back) if SYMMETRIC else up
+    return np.where(finite, base - after, base)
 
 
 def story_score(found: Search) -> float:

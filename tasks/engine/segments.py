@@ -148,7 +148,7 @@ def _with_mix(
             continue
         if abs(mix[i]) < MIX_SHARE * abs(delta) or abs(mix[i]) <= abs(rate[i]):
             continue
-        causes.append(_segment(cube, contrib, i, sig.adjusted(pick.p_value, found.n_tested)))
+        causes.append(_segment(cube, contrib, i, sig.adjusted(pick.p_value, found.tests)))
         blocked |= _related(cube, i)
     return causes
 
@@ -256,7 +256,7 @@ def _overlap_notes(causes: list[Segment]) -> list[str]:
 
 def _adjusted(p: float, found: Search) -> float:
     """A segment's p-value corrected for every segment searched (Bonferroni), as reported."""
-    return sig.adjusted(p, found.n_tested)
+    return sig.adjusted(p, found.tests)
 
 
 def _index_of(cube: Cube, segment: dict[str, Any]) -> int:
@@ -277,6 +277,9 @@ def _related(cube: Cube, i: int) -> np.ndarray:
     return descendants(cube, i) | ancestors(cube, i)
 
 
+GLOBAL_PICKED_ONLY = __import__("os").environ.get("DD_GPICK", "1") == "1"
+
+
 def _global_shift(
     cube: Cube,
     found: Search,
@@ -286,13 +289,18 @@ def _global_shift(
 ) -> Segment | None:
     """The even move of everything: what remains once the named segments are taken out.
 
-    Reported when the change is significant and at least half of it is left over after the
-    root causes, so no segment stood out for it: it hit everything alike. Whether it is the
-    data's doing (missing or repeated days) is decided by ``assign_data_quality``.
+    Reported when the search chose it (the rest moved beyond the noise), or when the change is
+    significant, no segment stood out at all and at least half of the change is left over: it
+    hit everything alike. Beside named causes, what they leave over is not a shift of its own
+    unless it cleared the same bound they did (a small net change between offsetting movers
+    leaves a remainder as large as itself by chance). Whether it is the data's doing (missing
+    or repeated days) is decided by ``assign_data_quality``.
     """
     if not significant or not delta:
         return None
     pick = next((p for p in found.picks if p.seg == 0), None)
+    if pick is None and found.picks and GLOBAL_PICKED_ONLY:
+        return None
     part = float(found.remainder) + (pick.observed - pick.expected if pick else 0.0)
     if kind == "ratio":
         part /= max(cube.total["dc"], 1e-300)

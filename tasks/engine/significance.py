@@ -22,9 +22,19 @@ ALPHA = 0.05
 """Significance level of every test the engine and the gate make."""
 
 
-def bonferroni_z(n_tested: int, alpha: float = ALPHA) -> float:
-    """The ``|z|`` a segment must reach, two-sided, among ``n_tested`` segments searched."""
-    return float(norm_isf(alpha / (2 * max(int(n_tested), 1))))
+def bonferroni_z(n_tested: float, alpha: float = ALPHA) -> float:
+    """The ``|z|`` a segment must reach, two-sided, among ``n_tested`` independent tests."""
+    return float(norm_isf(alpha / (2 * max(float(n_tested), 1.0))))
+
+
+def independent_tests(median_largest: float, n_tested: int) -> float:
+    """The number M of independent normal tests whose largest ``|z|`` has median
+    ``median_largest`` (``1 - (1 - p)^M = 1/2`` with ``p`` its two-sided p-value), between 1
+    and ``n_tested``."""
+    p = float(2 * norm_sf(median_largest))
+    if not 0 < p < 1:
+        return float(n_tested)
+    return float(min(max(math.log(0.5) / math.log1p(-p), 1.0), n_tested))
 
 
 def one_sided_z(alpha: float = ALPHA) -> float:
@@ -37,14 +47,14 @@ def two_sided_p(z: ArrayLike) -> np.ndarray | np.float64:
     return 2 * norm_sf(np.abs(np.asarray(z, dtype=np.float64)))
 
 
-def adjusted(p: float, n_tested: int) -> float:
-    """A p-value corrected for the ``n_tested`` segments searched (Bonferroni), at most 1."""
-    return min(1.0, float(p) * max(int(n_tested), 1))
+def adjusted(p: float, n_tested: float) -> float:
+    """A p-value corrected for ``n_tested`` independent tests (Bonferroni), at most 1."""
+    return min(1.0, float(p) * max(float(n_tested), 1.0))
 
 
-def z_of_adjusted(p_adjusted: float, n_tested: int) -> float:
+def z_of_adjusted(p_adjusted: float, n_tested: float) -> float:
     """The ``|z|`` behind a Bonferroni-adjusted two-sided p-value (inverse of :func:`adjusted`)."""
-    return float(norm_isf(max(p_adjusted / max(int(n_tested), 1), 1e-300) / 2))
+    return float(norm_isf(max(p_adjusted / max(float(n_tested), 1.0), 1e-300) / 2))
 
 
 def significant(p: float | None, alpha: float = ALPHA) -> bool:
