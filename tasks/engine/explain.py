@@ -499,9 +499,10 @@ def _significance(
         relative=relative,
         significant=sig.significant(p),
         p_value=p,
+        # plain words for the reader; the test itself is described in docs/method.md
         method=(
-            "quasi-Poisson z-test over segments: row-level variance scaled by a dispersion "
-            f"estimated from {len(leaves.v):,} segments"
+            "the change is compared with how much the "
+            f"{len(leaves.v):,} most specific segments vary around their expected values"
         ),
     )
 
@@ -539,8 +540,8 @@ def _localized(change: Change, found: Search, eligible: np.ndarray) -> Change:
             "significant": True,
             "p_value": p_local,
             "method": change.method
-            + f"; not significant in total (p={change.p_value:.3g}), but a segment moved beyond "
-            f"the noise (Bonferroni over {found.n_tested:,} segments)",
+            + f"; within the noise in total (p={change.p_value:.3g}), but a segment's move is "
+            f"larger than noise among the {found.n_tested:,} segments searched",
         }
     )
 

@@ -311,3 +311,23 @@ def test_chart_axis_labels_are_compact() -> None:
     plt.close(fig)
     assert labels and all(len(x) <= 6 and x.endswith("M") for x in labels), labels
     assert "495M" in labels or "496M" in labels
+
+
+METHOD_WORDS = re.compile(r"(?i)bonferroni|dispersion|quasi-poisson")
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_reports_say_the_method_in_plain_words(
+    reports: dict[str, dict[str, Any]], name: str
+) -> None:
+    """No report of the demo data (nor the label periods' one, tested on the leaves' noise)
+    names the statistics; docs/method.md does. result.json's reader-facing text neither."""
+    r = reports[name]
+    for text in (r["md"], page_text(r["html"])):
+        assert not METHOD_WORDS.search(text), METHOD_WORDS.search(text)
+    said = [r["result"]["change"]["method"], *r["result"]["notes"]]
+    said += [f.get("critique") or "" for f in r["result"]["findings"]]
+    said += [h["summary"] for h in r["result"]["hypotheses"]]
+    assert not [s for s in said if METHOD_WORDS.search(s)]
+    if name == "labels":
+        assert "compared with how much the 15 most specific segments vary" in r["md"]
