@@ -331,3 +331,68 @@ def test_reports_say_the_method_in_plain_words(
     assert not [s for s in said if METHOD_WORDS.search(s)]
     if name == "labels":
         assert "compared with how much the 15 most specific segments vary" in r["md"]
+
+
+def _summaries(result: dict[str, Any]) -> list[str]:
+    return [ev["result"]["summary"] for h in result["hypotheses"] for ev in h["evidence"]]
+
+
+@pytest.mark.parametrize("name", ["demo", "filtered"])
+def test_tool_summaries_print_the_metric_as_the_report_does(
+    reports: dict[str, dict[str, Any]], name: str
+) -> None:
+    """The same value reads the same in a tool's summary, the planner's text and the report:
+    the totals as the headline prints them, the root cause's figures as its row does."""
+    r = reports[name]
+    before, after = re.findall(r"\*\*(-?[\d,.]+)\*\*", headline(r["md"]))
+    [cause] = md_tables(r["md"])["Root causes"]
+    said = "\n".join(_summaries(r["result"]))
+    assert f"total {before} → {after};" in said, (before, after, said)
+    assert f": {cause[1]} → {cause[2]} (" in said, cause
+    parent = next(h for h in r["result"]["hypotheses"] if h["title"].startswith("All of"))
+    assert f"({cause[3]} of " in parent["summary"], (cause, parent["summary"])
+    assert f"total {before} → {after};" in page_text(r["html"])
+
+
+SHARE_OF = re.compile(r"([+-]?[\d,]+(?:\.\d+)?)% of")
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_no_share_of_a_small_net_change_is_quoted(
+    reports: dict[str, dict[str, Any]], name: str
+) -> None:
+    """Offsetting moves make shares of the net change meaningless (-1747% of the delta): the
+    report, the planner's verdicts, the tool summaries and the gate's critiques say such a
+    move in the metric's units and as a share of the gross movement."""
+    r = reports[name]
+    said = [r["md"], page_text(r["html"]), *_summaries(r["result"])]
+    said += [h["summary"] for h in r["result"]["hypotheses"]]
+    said += [f.get("critique") or "" for f in r["result"]["findings"]]
+    shares = [float(s.replace(",", "")) for text in said for s in SHARE_OF.findall(text)]
+    assert shares and all(abs(s) <= 100 for s in shares), shares
+    if name == "offsetting":
+        android = next(h for h in r["result"]["hypotheses"] if h["title"].startswith("platform"))
+        assert "(-6,505, -48.6% of 13,393 moved in either direction for a net +383)" in (
+            android["summary"]
+        )
+
+
+def test_a_ratio_hypothesis_says_whose_figures_it_quotes(
+    reports: dict[str, dict[str, Any]],
+) -> None:
+    """A hypothesis of a ratio that rests on the numerator's figures says they are the
+    numerator's; an evidence line of rows counted says it counts rows."""
+    r = reports["ratio"]["result"]
+    numerator = {"agg": "sum", "column": "revenue"}
+    quoting = [
+        h
+        for h in r["hypotheses"]
+        if any((ev.get("arguments") or {}).get("metric") == numerator for ev in h["evidence"])
+    ]
+    assert quoting
+    for h in quoting:
+        assert "sum(revenue), the ratio's numerator, not of the ratio" in h["summary"], h
+    for name in ("demo", "ratio"):
+        md = reports[name]["md"]
+        metric = reports[name]["result"]["metric"]["expression"]
+        assert md.count(f"(figures are counts of rows, not {metric})") == 1
