@@ -255,15 +255,19 @@ def number(x: Any, decimals: int) -> str:
 
 
 def signed(x: Any, decimals: int) -> str:
-    """A change: :func:`number` with its sign, ``+`` included."""
-    return number(x, decimals) if not finite(x) or x < 0 else "+" + number(x, decimals)
+    """A change: :func:`number` with its sign, ``+`` included; a change that prints as zero
+    has none (``0``, never ``+0``)."""
+    out = number(x, decimals)
+    return out if out == "n/a" or out.startswith("-") or not out.strip("0.,") else "+" + out
 
 
 def percent(x: Any, sign: bool = True) -> str:
-    """A share or relative change as a percent, one decimal."""
+    """A share or relative change as a percent, one decimal; one that prints as zero has no
+    sign (``0.0%``, never ``-0.0%``)."""
     if not finite(x):
         return "n/a"
-    return f"{x * 100:+.1f}%" if sign else f"{x * 100:.1f}%"
+    out = f"{x * 100:+.1f}%" if sign else f"{x * 100:.1f}%"
+    return "0.0%" if not out.strip("+-0.%") else out
 
 
 @dataclass(frozen=True)

@@ -105,7 +105,8 @@ def summarize(
             parts.append(f"change {percent(rel)}, p = {payload[key].get('p_value', 0) or 0:.2g}")
     rows = payload.get("rows")
     if isinstance(rows, list):
-        parts.append(f"{payload.get('matched_count', len(rows))} rows")
+        n = payload.get("matched_count", len(rows))
+        parts.append(f"{n} row" if n == 1 else f"{n} rows")
         if payload.get("truncated"):
             parts.append("truncated")
         group = payload.get("group_by") or []

@@ -396,3 +396,37 @@ def test_a_ratio_hypothesis_says_whose_figures_it_quotes(
         md = reports[name]["md"]
         metric = reports[name]["result"]["metric"]["expression"]
         assert md.count(f"(figures are counts of rows, not {metric})") == 1
+
+
+@pytest.mark.parametrize("name", ["demo", "offsetting"])
+def test_the_charts_print_figures_as_the_tables_do(
+    reports: dict[str, dict[str, Any]], name: str
+) -> None:
+    """The waterfall's labels and a day chart's title read like the headline and the root
+    cause's row (12,761.10, not 12,761; 80.3% of the change, not 80%)."""
+    from sql_tools.output import Figures
+    from tasks.report.charts import panel_title
+
+    r = reports[name]
+    before, after = re.findall(r"\*\*(-?[\d,.]+)\*\*", headline(r["md"]))
+    cause = md_tables(r["md"])["Root causes"][0]
+    bars = waterfall_bars(r["result"])
+    assert bars is not None
+    assert bars[0].note == before and bars[-1].note.startswith(f"{after} (")
+    of = "all movement" if name == "offsetting" else "the change"
+    assert bars[1].note == f"{cause[3]} ({cause[4]} of {of})"
+    rc = r["result"]["root_causes"][0]
+    title = panel_title("x", rc["baseline"], rc["comparison"], Figures.of(r["result"]).values)
+    assert title.startswith(f"x:  {cause[1]} → {cause[2]} (")
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_nothing_reads_plus_zero_or_one_rows(
+    reports: dict[str, dict[str, Any]], name: str
+) -> None:
+    """A rest of nothing is 0, not +0 (-0.0% of the change); one row is one row."""
+    for text in (reports[name]["md"], page_text(reports[name]["html"])):
+        assert not re.search(r"(?<![\d.,])[+-]0(\.0+)?%?(?![\d.,])", text), name
+        assert not re.search(r"\b1 rows\b", text), name
+    if name == "labels":
+        assert "Everything else: 0 (0.0% of the change)" in reports[name]["md"]
