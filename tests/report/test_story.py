@@ -79,9 +79,10 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any
         )  # fmt: skip
     got = {}
     for name, (proc, out) in procs.items():
-        _, stderr = proc.communicate(timeout=300)
+        stdout, stderr = proc.communicate(timeout=300)
         assert proc.returncode == 0, f"{name}: {stderr}"
         got[name] = {
+            "printed": stdout,
             "result": json.loads((out / "result.json").read_text(encoding="utf-8")),
             "md": (out / "report.md").read_text(encoding="utf-8"),
             "html": (out / "report.html").read_text(encoding="utf-8"),
@@ -352,6 +353,7 @@ def test_tool_summaries_print_the_metric_as_the_report_does(
     parent = next(h for h in r["result"]["hypotheses"] if h["title"].startswith("All of"))
     assert f"({cause[3]} of " in parent["summary"], (cause, parent["summary"])
     assert f"total {before} → {after};" in page_text(r["html"])
+    assert f"(rate, {cause[4]} of the change)" in r["printed"]
 
 
 SHARE_OF = re.compile(r"([+-]?[\d,]+(?:\.\d+)?)% of")
@@ -365,16 +367,16 @@ def test_no_share_of_a_small_net_change_is_quoted(
     report, the planner's verdicts, the tool summaries and the gate's critiques say such a
     move in the metric's units and as a share of the gross movement."""
     r = reports[name]
-    said = [r["md"], page_text(r["html"]), *_summaries(r["result"])]
+    said = [r["md"], page_text(r["html"]), r["printed"], *_summaries(r["result"])]
     said += [h["summary"] for h in r["result"]["hypotheses"]]
     said += [f.get("critique") or "" for f in r["result"]["findings"]]
     shares = [float(s.replace(",", "")) for text in said for s in SHARE_OF.findall(text)]
     assert shares and all(abs(s) <= 100 for s in shares), shares
     if name == "offsetting":
         android = next(h for h in r["result"]["hypotheses"] if h["title"].startswith("platform"))
-        assert "(-6,505, -48.6% of 13,393 moved in either direction for a net +383)" in (
-            android["summary"]
-        )
+        gross = "-6,505, -48.6% of 13,393 moved in either direction for a net +383"
+        assert f"({gross})" in android["summary"]
+        assert f"root cause: platform=android  (rate, {gross})" in r["printed"]
 
 
 def test_a_ratio_hypothesis_says_whose_figures_it_quotes(
