@@ -101,6 +101,8 @@ class Hypothesis:
     summary: str
     cites: tuple[str, ...]
     evidence: tuple[EvidenceLine, ...]
+    cites_other_data: bool = False
+    """Every past investigation it cites read a different dataset: not evidence about this one."""
 
     @property
     def queries(self) -> tuple[EvidenceLine, ...]:
@@ -390,7 +392,8 @@ def _investigation(r: Report, e: Explanation, q: _Quantities) -> None:
     r.agent = "the offline planner" if agent.get("mode") == "offline" else text(agent.get("model"))
     numerator = _numerator(e)
     metric = text(e.metric.expression)
-    r.hypotheses = [_hypothesis(h, metric, numerator) for h in e.hypotheses]
+    other = {str(p.get("run_id")) for p in e.similar_investigations if p.get("same_data") is False}
+    r.hypotheses = [_hypothesis(h, metric, numerator, other) for h in e.hypotheses]
     reported = [s.model_dump() for s in [*e.root_causes, *e.drivers, *e.offsetting]]
     causes = [{"segment": c.segment, "aliases": c.aliases} for c in e.root_causes]
     for f in e.findings:
@@ -477,7 +480,9 @@ def _caveat(arguments: Mapping[str, Any], metric: str, numerator: str) -> str:
     return ""
 
 
-def _hypothesis(h: Mapping[str, Any], metric: str, numerator: str) -> Hypothesis:
+def _hypothesis(
+    h: Mapping[str, Any], metric: str, numerator: str, other_data: set[str]
+) -> Hypothesis:
     status = h.get("status") if h.get("status") in STATUS else "inconclusive"
     lines = []
     for ev in h.get("evidence") or []:
@@ -500,6 +505,7 @@ def _hypothesis(h: Mapping[str, Any], metric: str, numerator: str) -> Hypothesis
         text(h.get("summary"), 1000),
         tuple(text(c) for c in h.get("cites") or []),
         tuple(lines),
+        bool(h.get("cites")) and all(str(c) in other_data for c in h.get("cites") or []),
     )
 
 

@@ -432,3 +432,21 @@ def test_nothing_reads_plus_zero_or_one_rows(
         assert not re.search(r"\b1 rows\b", text), name
     if name == "labels":
         assert "Everything else: 0 (0.0% of the change)" in reports[name]["md"]
+
+
+def test_a_cited_past_investigation_of_other_data_is_said_to_be_one(
+    reports: dict[str, dict[str, Any]],
+) -> None:
+    """A hypothesis citing a past investigation that the similar list marks as other data
+    says so where it cites it, not a plain "Seen before"."""
+    r = copy.deepcopy(reports["demo"]["result"])
+    past = {"date": "2026-01-02", "metric": "sum(revenue)", "periods": "a -> b",
+            "root_causes": ["platform=ios, app_version=5.2"], "score": 0.5, "run_id": "inv-1"}  # fmt: skip
+    r["similar_investigations"] = [{**past, "same_data": False}]
+    r["hypotheses"][0]["cites"] = ["inv-1"]
+    said = "Seen before on other data (not evidence about this data): past investigation"
+    for text in (render(Explanation.model_validate(r)), page_text(render_html(r))):
+        assert said in text
+    r["similar_investigations"] = [{**past, "same_data": True}]
+    md = render(Explanation.model_validate(r))
+    assert "Seen before: past investigation `inv-1`" in md and "on other data" not in md
