@@ -17,7 +17,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from sql_tools.output import dumps, printable
+from sql_tools.output import Figures, dumps, printable
 
 app = typer.Typer(
     name="drilldown",
@@ -280,10 +280,11 @@ def _investigate(
     p = "n/a" if c["p_value"] is None else f"{c['p_value']:.2g}"
     expression = result["metric"]["expression"]
     typer.echo(f"{printable(expression)}: {rel} ({verdict}, p={p})")
+    figures = Figures.of(result)  # the report's formats, and its rule for offsetting moves
     for rc in result["root_causes"]:
         seg = ", ".join(f"{k}={v}" for k, v in rc["segment"].items())
-        share = f"{rc['share'] * 100:.0f}%" if rc["share"] is not None else "n/a"
-        typer.echo(f"  root cause: {printable(seg)}  ({rc['effect']}, {share} of the change)")
+        share = figures.share(rc["contribution"], rc["share"])
+        typer.echo(f"  root cause: {printable(seg)}  ({rc['effect']}, {share})")
     if result.get("global_shift"):
         typer.echo(f"  everything moved evenly ({result['global_shift']['effect']})")
     for d in result["data_quality"]:

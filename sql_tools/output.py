@@ -32,6 +32,7 @@ import json
 import math
 import re
 import unicodedata
+from dataclasses import dataclass
 from typing import Any
 
 MAX_SAFE_INTEGER = 2**53 - 1
@@ -213,3 +214,139 @@ def shallow(text: str, max_depth: int) -> tuple[str, int]:
             continue
         out.append(tok)
     return "".join(out), deepest
+
+
+# --- numbers for people ----------------------------------------------------------------------
+
+GROSS_FACTOR = 2.0
+"""Moves whose absolute sizes add up to more than this many times the net change are offsetting
+movers: a share of the net change (``-1747%``) says nothing, so a move is said in the metric's
+units and as a share of the gross movement."""
+
+
+def finite(x: Any) -> bool:
+    """A real, finite number (not a bool)."""
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def places(values: Any) -> int:
+    """Decimal places for one quantity across everything that prints it: none for whole
+    numbers or when the smallest non-zero magnitude is 100 or more, two from 1, and two
+    significant digits below 1 (0.69 stays 0.69, never "1")."""
+    xs = [abs(float(x)) for x in values if finite(x)]
+    if not xs or all(x == round(x) for x in xs):
+        return 0
+    small = min((x for x in xs if x), default=0.0)
+    if small >= 100 or small == 0:
+        return 0
+    if small >= 1:
+        return 2
+    return min(8, 1 - math.floor(math.log10(small)))
+
+
+def number(x: Any, decimals: int) -> str:
+    """``x`` with thousands separators and ``decimals`` places; ``n/a`` when not a number."""
+    if not finite(x):
+        return "n/a"
+    # read at 12 significant digits first: the same values summed in another order (another
+    # database, another plan) differ in their last bits, and print the same digits
+    out = f"{float(f'{float(x):.12g}'):,.{decimals}f}"
+    return out[1:] if out.startswith("-") and not out.strip("-0.,") else out
+
+
+def signed(x: Any, decimals: int) -> str:
+    """A change: :func:`number` with its sign, ``+`` included; a change that prints as zero
+    has none (``0``, never ``+0``)."""
+    out = number(x, decimals)
+    return out if out == "n/a" or out.startswith("-") or not out.strip("0.,") else "+" + out
+
+
+def percent(x: Any, sign: bool = True) -> str:
+    """A share or relative change as a percent, one decimal; one that prints as zero has no
+    sign (``0.0%``, never ``-0.0%``)."""
+    if not finite(x):
+        return "n/a"
+    out = f"{x * 100:+.1f}%" if sign else f"{x * 100:.1f}%"
+    return "0.0%" if not out.strip("+-0.%") else out
+
+
+@dataclass(frozen=True)
+class Quantity:
+    """One quantity's format (a metric's values, or its changes): its places are chosen once
+    from every figure of it, so a value reads the same wherever it is printed."""
+
+    places: int
+
+    @classmethod
+    def of(cls, values: Any) -> Quantity:
+        return cls(places(values))
+
+    def value(self, x: Any) -> str:
+        return number(x, self.places)
+
+    def change(self, x: Any) -> str:
+        return signed(x, self.places)
+
+
+def gross_movement(net: Any, moves: Any) -> float | None:
+    """The moves' absolute sizes added up, when they pull in opposite directions so much that
+    they exceed :data:`GROSS_FACTOR` times the net change; else None (shares of the net
+    change read fine)."""
+    sizes = [abs(float(m)) for m in moves if finite(m)]
+    if not finite(net) or not sizes:
+        return None
+    gross = sum(sizes)
+    return gross if gross > GROSS_FACTOR * abs(float(net)) else None
+
+
+def share_text(part: Any, net: Any, gross: float | None, changes: Quantity, of: str) -> str:
+    """``part``'s share of the net change ``of`` (``84.1% of the change``); when ``gross``
+    (:func:`gross_movement`) says opposite moves hide in the net, ``part`` in the metric's
+    units and as a share of that gross movement instead."""
+    if gross:
+        return (
+            f"{changes.change(part)}, {percent(float(part) / gross)} of {changes.value(gross)} "
+            f"moved in either direction for a net {changes.change(net)}"
+        )
+    if not finite(part) or not finite(net) or not net:
+        return f"{changes.change(part)} of {of}"
+    return f"{percent(float(part) / float(net), sign=False)} of {of}"
+
+
+@dataclass(frozen=True)
+class Figures:
+    """How an investigation prints its metric: one :class:`Quantity` for the metric's values,
+    one for its changes, and the gross movement when the named moves hide in a small net.
+
+    Built from a ``result.json``-shaped document (the engine's answer): the report, the tool
+    summaries and the planner's text all read the same figures the same way."""
+
+    values: Quantity
+    changes: Quantity
+    net: float | None
+    gross: float | None
+
+    @classmethod
+    def of(cls, result: Any) -> Figures:
+        causes = list(result.get("root_causes") or [])
+        shift = result.get("global_shift")
+        segs = [*causes, *(result.get("drivers") or []), *(result.get("offsetting") or [])]
+        segs += [shift] if shift else []
+        base, comp = (result.get(k) or {} for k in ("baseline", "comparison"))
+        values = [base.get("value"), comp.get("value")]
+        values += [s.get(k) for s in segs for k in ("baseline", "comparison")]
+        net = (result.get("change") or {}).get("absolute")
+        net = float(net) if finite(net) else None
+        contributions = [s.get("contribution") for s in causes]
+        changes = [net, *contributions]
+        if causes and net is not None and all(finite(c) for c in contributions):
+            changes.append(net - sum(contributions))  # the rest of the change
+        moves = contributions + ([shift.get("contribution")] if shift else [])
+        gross = gross_movement(net, moves) if causes else None
+        return cls(Quantity.of(values), Quantity.of(changes), net, gross)
+
+    def share(self, part: Any, share_of_net: Any = None) -> str:
+        """A named move's share, said as the report says it (see :func:`share_text`)."""
+        if share_of_net is not None and not self.gross and finite(share_of_net):
+            return f"{percent(share_of_net, sign=False)} of the change"
+        return share_text(part, self.net, self.gross, self.changes, "the change")

@@ -105,7 +105,7 @@ def test_the_cli_prints_escapes_and_result_json_keeps_exact_values(hostile):
     for name in ("result.json", "evidence.jsonl"):
         assert not any(ch in read(hostile, name) for ch in HIDDEN)
     result = json.loads(read(hostile, "result.json"))
-    moved = [d["segment"]["product"] for d in result["drivers"]]
+    moved = [d["segment"]["product"] for d in result["root_causes"] + result["drivers"]]
     assert {ZWSP, RLO, LINK} <= set(moved) and "Widget" not in moved
     entries = [json.loads(line) for line in read(hostile, "evidence.jsonl").splitlines()]
     sent = [e["result"]["rows"] for e in entries if e["tool"] == "metric_compare_periods"]
@@ -263,4 +263,4 @@ def test_the_engine_and_report_name_the_column_and_the_count(non_finite):
     rows = [line.split(",") for line in weeks_csv("region", ["EU", "US", "APAC"], ["EU"]).split()]
     week1 = sum(float(r[3]) for r in rows[1:] if r[0] <= "2024-01-07")
     assert result["baseline"]["value"] == pytest.approx(week1)
-    assert result["drivers"][0]["segment"] == {"region": "EU"}
+    assert (result["root_causes"] + result["drivers"])[0]["segment"] == {"region": "EU"}

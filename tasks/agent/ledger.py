@@ -15,7 +15,16 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from sql_tools.output import dumps
+from sql_tools.output import (
+    GROSS_FACTOR,
+    Figures,
+    Quantity,
+    dumps,
+    finite,
+    gross_movement,
+    percent,
+    share_text,
+)
 from tasks.agent.models import LedgerEntry
 from tasks.agent.untrusted import to_json
 
@@ -55,8 +64,19 @@ def same_result(a: Any, b: Any, *, rel: float = 1e-9) -> bool:
     return a == b
 
 
-def summarize(tool: str, payload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """One or two lines about a result, and the figures it gave (totals, first rows)."""
+def summarize(
+    tool: str,
+    payload: dict[str, Any],
+    arguments: Any = None,
+    figures: Figures | None = None,
+    metric: str = "",
+) -> tuple[str, dict[str, Any]]:
+    """One or two lines about a result, and the figures it gave (totals, first rows).
+
+    A call that computed the investigated ``metric`` prints it in the investigation's
+    ``figures`` (the report's formats); another quantity (a count of rows, a ratio's
+    numerator) gets one format from its own figures. A move hidden in a small net change is
+    said in units and as a share of the gross movement, never as ``-1747% of the delta``."""
     if "error" in payload:
         err = payload["error"]
         return f"error {err.get('code')}: {err.get('message')}", {}
@@ -74,45 +94,92 @@ def summarize(tool: str, payload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
             {k: c.get(k) for k in ("segment", "contribution", "share", "effect", "p_value")}
             for c in payload["root_causes"][:5]
         ]
+    values, changes = formats(payload, arguments, figures, metric)
     total = payload.get("total")
     if isinstance(total, dict) and total.get("baseline") is not None:
-        parts.append(f"total {_n(total.get('baseline'))} → {_n(total.get('comparison'))}")
+        before, after = (values.value(total.get(k)) for k in ("baseline", "comparison"))
+        parts.append(f"total {before} → {after}")
     for key in ("change",):
         rel = (payload.get(key) or {}).get("relative")
         if isinstance(rel, int | float):
-            parts.append(f"change {rel:+.1%}, p = {payload[key].get('p_value', 0) or 0:.2g}")
+            parts.append(f"change {percent(rel)}, p = {payload[key].get('p_value', 0) or 0:.2g}")
     rows = payload.get("rows")
     if isinstance(rows, list):
-        parts.append(f"{payload.get('matched_count', len(rows))} rows")
+        n = payload.get("matched_count", len(rows))
+        parts.append(f"{n} row" if n == 1 else f"{n} rows")
         if payload.get("truncated"):
             parts.append("truncated")
         group = payload.get("group_by") or []
         if rows and group and "delta" in rows[0]:
             top = rows[0]
             seg = ", ".join(f"{g}={top.get(g)}" for g in group)
-            share = top.get("share_of_delta")
-            parts.append(
-                f"largest move {seg}: {_n(top.get('baseline'))} → {_n(top.get('comparison'))}"
-                + (f" ({share:.0%} of the delta)" if isinstance(share, int | float) else "")
-            )
+            move = f"{values.value(top.get('baseline'))} → {values.value(top.get('comparison'))}"
+            share = _share(payload, changes)
+            parts.append(f"largest move {seg}: {move}" + (f" ({share})" if share else ""))
         numbers["rows"] = rows[:5]
     return "; ".join(parts), numbers
 
 
-def _n(x: Any) -> str:
-    """A number to 6 significant digits, read at 12 first: sums of the same values added in
-    another order (another database, another plan) differ in their last bits, and show the
-    same digits."""
-    if isinstance(x, float) and math.isfinite(x):
-        x = float(f"{x:.12g}")
-    return f"{x:,.6g}" if isinstance(x, int | float) and not isinstance(x, bool) else str(x)
+def formats(
+    payload: dict[str, Any], arguments: Any, figures: Figures | None, metric: str
+) -> tuple[Quantity, Quantity]:
+    """How a result's values and changes print: as the investigation prints ``metric`` when
+    the call computed it, else one format each from the result's own figures."""
+    if figures is not None and metric and aggregate_text(arguments) == flat_expression(metric):
+        return figures.values, figures.changes
+    return _own_formats(payload)
+
+
+def aggregate_text(arguments: Any) -> str | None:
+    """The one aggregate a tool call computed, written flat (``sum(revenue)``), or None."""
+    metric = arguments.get("metric") if isinstance(arguments, dict) else None
+    if not isinstance(metric, dict) or "agg" not in metric:
+        return None
+    return flat_expression(f"{metric.get('agg')}({metric.get('column') or '*'})")
+
+
+def flat_expression(expression: str) -> str:
+    """An aggregate written one way: ``SUM( revenue )`` and ``sum(revenue)`` compare equal."""
+    return "".join(str(expression).split()).lower()
+
+
+def _own_formats(payload: dict[str, Any]) -> tuple[Quantity, Quantity]:
+    """One format for a result's values and one for its changes, from its own figures."""
+    total = payload.get("total") if isinstance(payload.get("total"), dict) else {}
+    rows = [r for r in payload.get("rows") or [] if isinstance(r, dict)]
+    values = [total.get("baseline"), total.get("comparison")]
+    values += [r.get(k) for r in rows for k in ("baseline", "comparison")]
+    return Quantity.of(values), Quantity.of([total.get("delta"), *(r.get("delta") for r in rows)])
+
+
+def _share(payload: dict[str, Any], changes: Quantity) -> str:
+    """The largest move's part of the result's net change (see the docstring of
+    :func:`summarize`); empty when the net change is none."""
+    rows = payload["rows"]
+    delta, share = rows[0].get("delta"), rows[0].get("share_of_delta")
+    total = payload.get("total") if isinstance(payload.get("total"), dict) else {}
+    net = total.get("delta")
+    if not finite(net) and finite(total.get("baseline")) and finite(total.get("comparison")):
+        net = total["comparison"] - total["baseline"]
+    if not finite(delta) or not finite(net) or not net:
+        return ""
+    if payload.get("truncated"):
+        # the rows left out hold part of the gross movement: a share of it would overstate
+        if abs(delta) > GROSS_FACTOR * abs(net):
+            return f"{changes.change(delta)} against a net change of {changes.change(net)}"
+        return f"{percent(share if finite(share) else delta / net, sign=False)} of the delta"
+    gross = gross_movement(net, [r.get("delta") for r in rows])
+    return share_text(delta, net, gross, changes, "the delta")
 
 
 class Ledger:
     """The investigation's tool calls in order; safe to share between hypotheses' threads."""
 
-    def __init__(self) -> None:
+    def __init__(self, figures: Figures | None = None, metric: str = "") -> None:
+        """``figures``: how the investigation prints ``metric`` (its expression), so a call
+        that computed it is summarized in the report's formats."""
         self.entries: list[LedgerEntry] = []
+        self.figures, self.metric = figures, metric
         self._lock = threading.Lock()
 
     def record(
@@ -126,7 +193,7 @@ class Ledger:
         tokens: dict[str, int] | None = None,
     ) -> LedgerEntry:
         """Append one call and return its entry (with its new id)."""
-        summary, numbers = summarize(tool, payload)
+        summary, numbers = summarize(tool, payload, arguments, self.figures, self.metric)
         result = capped(payload)
         with self._lock:
             seq = sum(1 for e in self.entries if e.hypothesis_id == hypothesis_id) + 1

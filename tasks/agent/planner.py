@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from sql_tools.output import Figures, Quantity, gross_movement, percent, share_text
+from tasks.agent.ledger import formats
 from tasks.agent.models import Hypothesis
 from tasks.agent.session import Session
 from tasks.engine.explain import compare_arguments
@@ -287,20 +289,28 @@ def _claim(session: Session, q: Question, segment: dict[str, Any]) -> tuple[list
     return ids, numbers
 
 
-def _finding_verdict(session: Session, ids: list[str], result: dict, what: str) -> None:
+def _figures(session: Session, e: Explanation) -> Figures:
+    """How this investigation prints its metric: the ledger's (the report's formats)."""
+    return session.ledger.figures or Figures.of(e.model_dump(mode="json"))
+
+
+def _finding_verdict(
+    session: Session, ids: list[str], result: dict, what: str, figures: Figures
+) -> None:
     what = what.rstrip(".")
     status = result.get("status")
     critique = result.get("critique") or ""
     if status == "accepted":
         share = result.get("share_of_change")
         strong = share is not None and abs(share) >= 0.3
+        part = share * figures.net if share is not None and figures.net is not None else None
         session.call(
             "conclude",
             {
                 "status": "confirmed",
                 "confidence": "high" if strong else "medium",
                 "summary": f"{what}: the gate accepted the finding"
-                + (f" ({share:.0%} of the change)." if share is not None else "."),
+                + (f" ({figures.share(part, share)})." if part is not None else "."),
                 "evidence": ids,
             },
         )
@@ -359,7 +369,7 @@ def _plan_cause(session: Session, q: Question, e: Explanation, seg: dict, catego
         )
         return "concluded"
     result = _write(session, seg, category, ids, numbers)
-    _finding_verdict(session, ids, result, _seg(seg))
+    _finding_verdict(session, ids, result, _seg(seg), _figures(session, e))
     return "concluded"
 
 
@@ -383,13 +393,16 @@ def _plan_parent(session: Session, q: Question, e: Explanation, child: dict[str,
     share = child_delta / total
     same_way = rest * total > 0 and abs(rest) >= 0.5 * abs(child_delta)
     status = "inconclusive" if same_way else "ruled_out"
-    summary = (
-        f"{_seg(child)} carries {share:.0%} of {_seg(session.h.segment)}'s change "
-        f"({child_delta:,.4g} of {total:,.4g}); the rest moved by {rest:,.4g}"
-    )
+    entry = session.ledger.get(eid)
+    args = entry.arguments if entry is not None else None
+    _, changes = formats(payload, args, session.ledger.figures, q.metric.expression)
+    summary = _parent_summary(_seg(session.h.segment), child, (child_delta, total), changes)
     summary += (
         "; the other parts moved the same way." if same_way else "; the others did not move alike."
     )
+    if q.metric.kind == "ratio":
+        numerator = q.metric.expression.split("/", 1)[0].strip()
+        summary += f" (Figures of {numerator}, the ratio's numerator, not of the ratio.)"
     session.call(
         "conclude",
         {
@@ -402,24 +415,53 @@ def _plan_parent(session: Session, q: Question, e: Explanation, child: dict[str,
     return "concluded"
 
 
+def _parent_summary(
+    parent: str, child: dict[str, Any], moved: tuple[float, float], changes: Quantity
+) -> str:
+    """How much of the parent's change (``moved``: the child's and the parent's) the child
+    carries, in the split's format; when the child and the rest pull in opposite directions,
+    in units and as a share of the gross movement."""
+    child_delta, total = moved
+    rest = total - child_delta
+    gross = gross_movement(total, [child_delta, rest])
+    carries = share_text(child_delta, total, gross, changes, f"{parent}'s change")
+    if gross:
+        return f"{_seg(child)} moved by {carries}; the rest of {parent}: {changes.change(rest)}"
+    return (
+        f"{_seg(child)} carries {carries} ({changes.change(child_delta)} of "
+        f"{changes.change(total)}); the rest moved by {changes.change(rest)}"
+    )
+
+
 def _plan_global(session: Session, q: Question, e: Explanation) -> str:
     ids, numbers = _claim(session, q, {})
     if e.global_shift is not None:
         result = _write(session, {}, "global", ids, numbers)
-        _finding_verdict(session, ids, result, "an even shift of everything")
+        _finding_verdict(session, ids, result, "an even shift of everything", _figures(session, e))
         return "concluded"
-    share = e.explained_share
     session.call(
         "conclude",
         {
             "status": "ruled_out" if e.root_causes else "inconclusive",
             "confidence": "medium",
             "summary": "The move is concentrated in segments, not spread evenly"
-            + (f": the root causes account for {share:.0%} of it." if share is not None else "."),
+            + _accounted(e, _figures(session, e)),
             "evidence": ids,
         },
     )
     return "concluded"
+
+
+def _accounted(e: Explanation, figures: Figures) -> str:
+    """What the root causes add up to, said as the report says it."""
+    share = e.explained_share
+    if figures.gross:
+        net = figures.changes.change(figures.net)
+        moved = figures.changes.value(figures.gross)
+        return f": the root causes pull in opposite directions ({moved} moved for a net {net})."
+    if share is None:
+        return "."
+    return f": the root causes account for {percent(share, sign=False)} of it."
 
 
 def _not_the_data(e: Explanation) -> str:
@@ -466,5 +508,5 @@ def _plan_quality(session: Session, q: Question, e: Explanation) -> str:
     result = _write(session, seg, "data_quality", ids + claim_ids, numbers)
     note = moves[0].data_quality
     what = note.message if note is not None else "the move matches the data-quality problems"
-    _finding_verdict(session, ids + claim_ids, result, what)
+    _finding_verdict(session, ids + claim_ids, result, what, _figures(session, e))
     return "concluded"

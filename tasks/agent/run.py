@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from prompts import render
 from sql_tools._context import ToolContext
 from sql_tools._errors import one_line
+from sql_tools.output import Figures
 from tasks.agent.config import AgentConfig
 from tasks.agent.gate import Gate
 from tasks.agent.hypotheses import engine_summary, propose
@@ -95,7 +96,8 @@ def investigate_one(
     """Investigate one hypothesis with its own ledger (ids q-1, q-2, ...) and gate. Never
     raises: whatever goes wrong ends it inconclusive with the reason."""
     config = config or AgentConfig()
-    ledger = Ledger()
+    figures = Figures.of(analysis.explanation.model_dump(mode="json"))
+    ledger = Ledger(figures, question.metric.expression)
     gate = Gate(ctx, question, analysis, ledger)
     session = Session(ctx, h, ledger, gate, config.budget)
     t = time.perf_counter()

@@ -276,6 +276,7 @@ def _explained(
     causes.sort(key=lambda s: (-(s.contribution * direction > 0), -abs(s.contribution)))
     drivers, offsetting = _drivers(cube, contrib, found, eligible, direction)
     causes, drivers, offsetting = one_name_each(cube, contrib, causes, drivers, offsetting)
+    drivers, offsetting = _besides(causes, drivers), _besides(causes, offsetting)
     for c in [*causes, *drivers, *offsetting]:
         c.evidence = _evidence(ctx, q, c.segment)
     for c in causes:
@@ -344,6 +345,18 @@ def _explained(
         for name in (c.segment, *c.aliases)
     }
     return Analysis(explanation, cube, contrib, found, delta, cause_p)
+
+
+def _besides(causes: list[Segment], movers: list[Segment]) -> list[Segment]:
+    """``movers`` without the root causes: a cause listed again under drivers or offsetting,
+    under its own name or another name of the same rows (an alias), would be counted twice by
+    a reader and can contradict it (a cause "moving the other way")."""
+    named = {_name_key(n) for c in causes for n in (c.segment, *c.aliases)}
+    return [s for s in movers if not any(_name_key(n) in named for n in (s.segment, *s.aliases))]
+
+
+def _name_key(segment: dict[str, Any]) -> str:
+    return json.dumps(segment, sort_keys=True, default=str)
 
 
 def _screening_notes(dims: list[str], sc: screen_mod.Screening) -> list[str]:
@@ -490,9 +503,10 @@ def _significance(
         relative=relative,
         significant=sig.significant(p),
         p_value=p,
+        # plain words for the reader; the test itself is described in docs/method.md
         method=(
-            "quasi-Poisson z-test over segments: row-level variance scaled by a dispersion "
-            f"estimated from {len(leaves.v):,} segments"
+            "the change is compared with how much the "
+            f"{len(leaves.v):,} most specific segments vary around their expected values"
         ),
     )
 
@@ -530,8 +544,8 @@ def _localized(change: Change, found: Search, eligible: np.ndarray) -> Change:
             "significant": True,
             "p_value": p_local,
             "method": change.method
-            + f"; not significant in total (p={change.p_value:.3g}), but a segment moved beyond "
-            f"the noise (Bonferroni over {found.n_tested:,} segments)",
+            + f"; within the noise in total (p={change.p_value:.3g}), but a segment's move is "
+            f"larger than noise among the {found.n_tested:,} segments searched",
         }
     )
 

@@ -27,10 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from sql_tools._context import ToolContext
+from sql_tools.output import Figures, Quantity, percent
 from sql_tools.output import printable_line as plain
 from sql_tools.registry import SQL_TOOLS as registry
-from tasks.report.markdown import fmt
-from tasks.report.text import decimals
 
 WATERFALL = "waterfall.png"
 TIMESERIES = "timeseries.png"
@@ -315,15 +314,6 @@ def segment_label(seg: dict[str, Any]) -> str:
     return ", ".join(f"{plain(k, 40)} = {plain(v, 40)}" for k, v in seg.items())
 
 
-def _signed(x: float | None, places: int | None = None) -> str:
-    s = fmt(x, decimals=places)
-    return f"+{s}" if x is not None and x > 0 and s != "n/a" else s
-
-
-def _pct(x: float | None) -> str:
-    return fmt(x, "percent") if x is not None else "n/a"
-
-
 _DRAWING = threading.Lock()
 """matplotlib's settings and Python's warning filters are the process's, and setting them for a
 while is not safe across threads: investigations running at once in one process (the weekly
@@ -443,17 +433,17 @@ def waterfall_bars(result: dict[str, Any]) -> list[Bar] | None:
     cl = plain(result["comparison"].get("label"), 40)
     causes = [rc for rc in result.get("root_causes") or [] if _finite(rc.get("contribution"))]
     shown = causes[:MAX_BARS]
-    # one precision for every figure of the chart, from the largest
-    d = decimals([before, after, change, *(float(rc["contribution"]) for rc in shown)])
-    bars = [Bar("Before", 0.0, before, _TOTAL, fmt(before, decimals=d), f"Before\n{bl}", total=True)]
+    # the report's formats: a figure reads the same in the chart as in the tables
+    f = Figures.of(result)
+    values, changes = f.values, f.changes
+    bars = [Bar("Before", 0.0, before, _TOTAL, values.value(before), f"Before\n{bl}", total=True)]
     running = before
     if not shown:
-        note = f"{_signed(change, d)} ({_pct(_rel(result))})"
+        note = f"{changes.change(change)} ({percent(_rel(result))})"
         bars.append(Bar("Change", before, after, _DOWN if change < 0 else _UP, note, "Change"))
     for rc in shown:
         c = float(rc["contribution"])
-        share = rc.get("share")
-        note = _signed(c, d) + (f" ({share * 100:.0f}% of the change)" if _finite(share) else "")
+        note = changes.change(c) + _share_note(f, c, rc.get("share"))
         name = segment_label(rc.get("segment") or {})
         bars.append(Bar(name, running, running + c, _DOWN if c < 0 else _UP, note, _wrap(name)))
         running += c
@@ -465,10 +455,18 @@ def waterfall_bars(result: dict[str, Any]) -> list[Bar] | None:
         if len(causes) > len(shown):
             label += f"\n(incl. {len(causes) - len(shown)} more root causes)"
         color = _DOWN_SOFT if rest < 0 else _UP_SOFT
-        bars.append(Bar("Everything else", running, after, color, _signed(rest, d), label))
-    note = f"{fmt(after, decimals=d)} ({_pct(_rel(result))})"
+        bars.append(Bar("Everything else", running, after, color, changes.change(rest), label))
+    note = f"{values.value(after)} ({percent(_rel(result))})"
     bars.append(Bar("After", 0.0, after, _TOTAL, note, f"After\n{cl}", total=True))
     return bars
+
+
+def _share_note(f: Figures, contribution: float, share: Any) -> str:
+    """A cause's share as its table row says it: of the change, or of all movement when
+    opposite moves hide in the net change."""
+    if f.gross:
+        return f" ({percent(contribution / f.gross)} of all movement)"
+    return f" ({percent(share, sign=False)} of the change)" if _finite(share) else ""
 
 
 def _finite(x: Any) -> bool:
@@ -508,7 +506,7 @@ def waterfall_png(result: dict[str, Any]) -> bytes | None:
     floor, zoomed = _floor(bars, bool((result.get("change") or {}).get("significant")))
     name = plain((result.get("metric") or {}).get("name") or result["metric"]["expression"], 60)
     c = result.get("change") or {}
-    moved = f"{_signed(c.get('absolute'))} ({_pct(c.get('relative'))})"
+    moved = f"{Figures.of(result).changes.change(c.get('absolute'))} ({percent(c.get('relative'))})"
     if c.get("significant"):
         headline = f"Why {name} moved: {moved}"
     else:
@@ -602,8 +600,9 @@ def timeseries_png(series: list[DailySeries], result: dict[str, Any]) -> bytes |
 
         fig = Figure(figsize=(9.5, 0.9 + 2.3 * len(series)), layout="constrained")
         axes = fig.subplots(len(series), 1, sharex=True, squeeze=False)[:, 0]
+        values = Figures.of(result).values
         for ax, s in zip(axes, series, strict=True):
-            _panel(ax, s, name)
+            _panel(ax, s, name, values)
         ticks, labels = _ticks(series[0])
         axes[-1].set_xticks(ticks, labels=labels, rotation=0, fontsize=8)
         fig.suptitle(f"{name} {per_day}: before vs after", x=0.01, ha="left", fontweight="bold")
@@ -628,7 +627,7 @@ def timeseries_png(series: list[DailySeries], result: dict[str, Any]) -> bytes |
         return _png(fig)
 
 
-def _panel(ax: Any, s: DailySeries, name: str) -> None:
+def _panel(ax: Any, s: DailySeries, name: str, values: Quantity) -> None:
     xb, xc, adjacent = _positions(s)
     before, after = s.period_value("baseline"), s.period_value("comparison")
     vb, vc = s.baseline.values, s.comparison.values
@@ -667,18 +666,23 @@ def _panel(ax: Any, s: DailySeries, name: str) -> None:
             color="#6b7280",
             backgroundcolor="white",
         )
-    title = _wrap(s.label, 90, 1)
-    if before is not None and after is not None:
-        rel = (after - before) / abs(before) if before else None
-        d = decimals([before, after])
-        title += f":  {fmt(before, decimals=d)} → {fmt(after, decimals=d)} ({_pct(rel)})"
-    ax.set_title(title, loc="left", fontsize=10)
+    ax.set_title(panel_title(s.label, before, after, values), loc="left", fontsize=10)
     ax.set_ylabel(name, fontsize=8)
     ax.yaxis.grid(True, color=_GRID)
     _number_axis(ax.yaxis)
     ax.set_xlim(-0.5, xc[-1] + 0.5)
     if min([v for v in (*vb, *vc) if v is not None] or [0.0]) >= 0:
         ax.set_ylim(bottom=0)
+
+
+def panel_title(label: str, before: float | None, after: float | None, values: Quantity) -> str:
+    """A day chart's title: the series and its two period values, printed as the report's
+    tables print the metric (``12,761.10 → 10,011.48``, not ``12,761 → 10,011``)."""
+    title = _wrap(label, 90, 1)
+    if before is not None and after is not None:
+        rel = (after - before) / abs(before) if before else None
+        title += f":  {values.value(before)} → {values.value(after)} ({percent(rel)})"
+    return title
 
 
 def _nan(values: list[float | None]) -> list[float]:

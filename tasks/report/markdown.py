@@ -13,10 +13,8 @@ from tasks.engine.result import Explanation
 from tasks.report.text import (  # noqa: F401  (the helpers' old home: imported from here too)
     OTHER_DATA_NOTE,
     RELATION,
-    Columns,
     _MD_SPECIAL,
     data_first,
-    decimals,
     defang,
     esc,
     fmt,

@@ -11,19 +11,16 @@ shown as escapes); the templates escape it for their format.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sql_tools.output import dumps, printable_line
+from sql_tools.output import Figures, dumps, number, percent, printable_line, signed
+from sql_tools.output import finite as _finite
 from tasks.engine.result import Explanation, Segment
+from tasks.agent.ledger import aggregate_text, flat_expression
 from tasks.report.command import drilldown_command
 from tasks.report.text import data_first, other_movers, reported_name, short_aliases
-
-GROSS_FACTOR = 2.0
-"""Causes whose absolute contributions add up to more than this many times the net change are
-offsetting movers: the headline says so, and shares are of the gross movement."""
 
 STATUS = {"confirmed": "Confirmed", "ruled_out": "Ruled out", "inconclusive": "Inconclusive"}
 
@@ -33,46 +30,8 @@ def text(value: Any, limit: int = 120) -> str:
     return printable_line("" if value is None else value, limit)
 
 
-def places(values: Iterable[Any]) -> int:
-    """Decimal places for one quantity across the whole report: none for whole numbers or when
-    the smallest non-zero magnitude is 100 or more, two from 1, and two significant digits below
-    1 (0.69 stays 0.69, never "1")."""
-    xs = [abs(float(x)) for x in values if _finite(x)]
-    if not xs or all(x == round(x) for x in xs):
-        return 0
-    small = min((x for x in xs if x), default=0.0)
-    if small >= 100 or small == 0:
-        return 0
-    if small >= 1:
-        return 2
-    return min(8, 1 - math.floor(math.log10(small)))
-
-
-def number(x: Any, decimals: int) -> str:
-    """``x`` with thousands separators and ``decimals`` places; ``n/a`` when not a number."""
-    if not _finite(x):
-        return "n/a"
-    out = f"{float(x):,.{decimals}f}"
-    return out[1:] if out.startswith("-") and not out.strip("-0.,") else out
-
-
-def signed(x: Any, decimals: int) -> str:
-    return number(x, decimals) if not _finite(x) or x < 0 else "+" + number(x, decimals)
-
-
-def percent(x: Any, sign: bool = True) -> str:
-    """A share or relative change as a percent, one decimal."""
-    if not _finite(x):
-        return "n/a"
-    return f"{x * 100:+.1f}%" if sign else f"{x * 100:.1f}%"
-
-
 def p_text(x: Any) -> str:
     return "n/a" if not _finite(x) else f"{x:.2g}"
-
-
-def _finite(x: Any) -> bool:
-    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
 
 
 @dataclass(frozen=True)
@@ -142,6 +101,8 @@ class Hypothesis:
     summary: str
     cites: tuple[str, ...]
     evidence: tuple[EvidenceLine, ...]
+    cites_other_data: bool = False
+    """Every past investigation it cites read a different dataset: not evidence about this one."""
 
     @property
     def queries(self) -> tuple[EvidenceLine, ...]:
@@ -278,22 +239,9 @@ class _Quantities:
 
     @classmethod
     def of(cls, e: Explanation) -> _Quantities:
-        segs = [*e.root_causes, *e.drivers, *e.offsetting]
-        segs += [e.global_shift] if e.global_shift is not None else []
-        measured = [
-            v for f in e.findings for v in (f.get("measured") or {}).values() if _finite(v)
-        ]
-        values = [e.baseline.value, e.comparison.value, *measured]
-        values += [v for s in segs for v in (s.baseline, s.comparison)]
-        # the change's format is set by what the story quotes: the net change, the causes, the rest
-        changes = [e.change.absolute, *[s.contribution for s in e.root_causes]]
-        net = e.change.absolute if _finite(e.change.absolute) else None
-        gross = sum(abs(s.contribution) for s in _movements(e))
-        hides = net is not None and bool(e.root_causes) and gross > GROSS_FACTOR * abs(net)
-        rest = _rest_value(e)
-        if rest is not None:
-            changes.append(rest)
-        return cls(places(values), places(changes), net, gross if hides else None)
+        keys = {"baseline", "comparison", "change", "root_causes", "drivers", "offsetting"}
+        f = Figures.of(e.model_dump(mode="json", include={*keys, "global_shift"}))
+        return cls(f.values.places, f.changes.places, f.net, f.gross)
 
     def value(self, x: Any) -> str:
         return number(x, self.values)
@@ -443,7 +391,9 @@ def _investigation(r: Report, e: Explanation, q: _Quantities) -> None:
     agent = e.stats.get("agent") or {}
     r.agent = "the offline planner" if agent.get("mode") == "offline" else text(agent.get("model"))
     numerator = _numerator(e)
-    r.hypotheses = [_hypothesis(h, numerator) for h in e.hypotheses]
+    metric = text(e.metric.expression)
+    other = {str(p.get("run_id")) for p in e.similar_investigations if p.get("same_data") is False}
+    r.hypotheses = [_hypothesis(h, metric, numerator, other) for h in e.hypotheses]
     reported = [s.model_dump() for s in [*e.root_causes, *e.drivers, *e.offsetting]]
     causes = [{"segment": c.segment, "aliases": c.aliases} for c in e.root_causes]
     for f in e.findings:
@@ -462,7 +412,7 @@ def _investigation(r: Report, e: Explanation, q: _Quantities) -> None:
                 q.value(m.get("baseline")),
                 q.value(m.get("comparison")),
                 "",
-                percent(f.get("share"), sign=False),
+                _finding_share(f, q),
                 text(f.get("category")),
                 p_text(f.get("p_value")),
                 "written as" if name != written else "",
@@ -491,6 +441,15 @@ def _investigation(r: Report, e: Explanation, q: _Quantities) -> None:
     ]
 
 
+def _finding_share(f: Mapping[str, Any], q: _Quantities) -> str:
+    """A finding's share as the segment tables say it: of the gross movement when opposite
+    moves hide in the net change (a share of the net would read -1,747%)."""
+    if q.gross:
+        c = f.get("contribution")
+        return percent(c / q.gross) if _finite(c) else "n/a"
+    return percent(f.get("share"), sign=False)
+
+
 def _names_cause(segment: dict[str, Any], causes: Sequence[Mapping[str, Any]]) -> bool:
     return bool(causes) and reported_name(segment, causes) != segment or any(
         c["segment"] == segment for c in causes
@@ -506,20 +465,28 @@ def _numerator(e: Explanation) -> str:
 
 def _single_aggregate(arguments: Mapping[str, Any], numerator: str = "") -> bool:
     """True when a tool call computed one aggregate (``numerator`` given: that one)."""
-    metric = arguments.get("metric")
-    if not isinstance(metric, Mapping) or "agg" not in metric:
-        return False
-    written = f"{metric.get('agg')}({metric.get('column') or '*'})".lower()
-    return not numerator or written == "".join(numerator.split()).lower()
+    written = aggregate_text(dict(arguments))
+    return written is not None and (not numerator or written == flat_expression(numerator))
 
 
-def _hypothesis(h: Mapping[str, Any], numerator: str) -> Hypothesis:
+def _caveat(arguments: Mapping[str, Any], metric: str, numerator: str) -> str:
+    """Whose figures an evidence line quotes when they are not the metric's own: a ratio's
+    numerator, or the rows counted (the data-quality check's rows per day)."""
+    if numerator and _single_aggregate(arguments, numerator):
+        return f"figures of {numerator}, the ratio's numerator, not of the ratio"
+    written = aggregate_text(dict(arguments))
+    if written == "count(*)" and written != flat_expression(metric):
+        return f"figures are counts of rows, not {metric}"
+    return ""
+
+
+def _hypothesis(
+    h: Mapping[str, Any], metric: str, numerator: str, other_data: set[str]
+) -> Hypothesis:
     status = h.get("status") if h.get("status") in STATUS else "inconclusive"
     lines = []
     for ev in h.get("evidence") or []:
-        caveat = ""
-        if numerator and _single_aggregate(ev.get("arguments") or {}, numerator):
-            caveat = f"figures of {numerator}, the ratio's numerator, not of the ratio"
+        caveat = _caveat(ev.get("arguments") or {}, metric, numerator)
         lines.append(
             EvidenceLine(
                 text(ev.get("id")),
@@ -538,6 +505,7 @@ def _hypothesis(h: Mapping[str, Any], numerator: str) -> Hypothesis:
         text(h.get("summary"), 1000),
         tuple(text(c) for c in h.get("cites") or []),
         tuple(lines),
+        bool(h.get("cites")) and all(str(c) in other_data for c in h.get("cites") or []),
     )
 
 

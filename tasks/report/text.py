@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sql_tools.output import printable_line
@@ -53,7 +52,7 @@ def esc(value: Any, limit: int = 120) -> str:
 
 def fmt(x: float | None, kind: str = "number", decimals: int | None = None) -> str:
     """A number for people: thousands separators, sensible precision, percent when asked;
-    ``decimals`` fixes the places (one precision for a whole column, see :func:`decimals`)."""
+    ``decimals`` fixes the places (one precision per quantity: ``sql_tools.output.Quantity``)."""
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "n/a"
     if kind == "percent":
@@ -66,20 +65,6 @@ def fmt(x: float | None, kind: str = "number", decimals: int | None = None) -> s
     if abs(x) >= 1:
         return f"{x:,.2f}"
     return f"{x:.4g}"
-
-
-def decimals(values: Iterable[Any]) -> int:
-    """Decimal places for a column of numbers, from its largest magnitude: none for whole
-    numbers or from 1,000 up, two from 1, and four significant digits below 1."""
-    xs = [abs(float(x)) for x in values if isinstance(x, int | float) and math.isfinite(x)]
-    if not xs or all(x == round(x) for x in xs):
-        return 0
-    top = max(xs)
-    if top >= 1000:
-        return 0
-    if top >= 1:
-        return 2
-    return min(10, 3 - math.floor(math.log10(top)))
 
 
 def segment_text(seg: dict[str, Any], aliases: Sequence[dict[str, Any]] = ()) -> str:
@@ -149,24 +134,6 @@ RELATION = {
     "contains": "contains the root cause",
     "explained": "follows from the root causes",
 }
-
-
-@dataclass(frozen=True)
-class Columns:
-    """One precision per column of a segment table: the metric's values before and after
-    share one, the contribution (and its rate and mix parts) another."""
-
-    values: int
-    contribution: int
-
-    @classmethod
-    def of(cls, rows: Sequence[Mapping[str, Any]]) -> Columns:
-        return cls(
-            values=decimals(v for r in rows for v in (r.get("baseline"), r.get("comparison"))),
-            contribution=decimals(
-                v for r in rows for v in (r.get("contribution"), r.get("rate"), r.get("mix"))
-            ),
-        )
 
 
 def data_first(result: dict[str, Any]) -> list[str]:

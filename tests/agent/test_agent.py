@@ -258,7 +258,31 @@ def test_a_summary_reads_the_same_for_sums_added_in_another_order():
 
     a, _ = summarize("metric_compare_periods", payload(41176.049999999996))
     b, _ = summarize("metric_compare_periods", payload(41176.05000000001))
-    assert a == b and "41,176.1 → 35,740.3" in a
+    assert a == b and "41,176 → 35,740" in a
+
+
+def test_a_summary_says_offsetting_moves_in_units_and_of_the_gross_movement():
+    """Two groups pulling apart over a net change of +20: the largest move is +500 in units and
+    a share of the 990 moved, never "2500% of the delta"; cut rows leave the gross unknown."""
+
+    def payload(truncated: bool) -> dict[str, Any]:
+        rows = [
+            {"g": "a", "baseline": 1000.0, "comparison": 1500.0, "delta": 500.0,
+             "share_of_delta": 25.0},
+            {"g": "b", "baseline": 1490.0, "comparison": 1010.0, "delta": -480.0,
+             "share_of_delta": -24.0},
+            {"g": "c", "baseline": 10.0, "comparison": 10.0, "delta": 0.0, "share_of_delta": 0.0},
+        ]  # fmt: skip
+        total = {"baseline": 2500.0, "comparison": 2520.0, "delta": 20.0}
+        return {"total": total, "rows": rows, "group_by": ["g"], "truncated": truncated}
+
+    full, _ = summarize("metric_compare_periods", payload(False))
+    assert "largest move g=a: 1,000 → 1,500 (+500, +51.0% of 980 moved in either direction " in (
+        full
+    )
+    cut, _ = summarize("metric_compare_periods", payload(True))
+    assert "(+500 against a net change of +20)" in cut
+    assert "of the delta" not in full + cut
 
 
 def test_confirm_path(world):

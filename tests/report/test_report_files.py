@@ -260,7 +260,7 @@ def test_waterfall_walks_from_before_to_after_through_the_root_causes(
     assert rest.end == pytest.approx(after.end)
     assert cause.value + rest.value == pytest.approx(r["change"]["absolute"])
     assert cause.color != rest.color != before.color  # down in red, the rest lighter, totals apart
-    assert cause.note == "-2,207 (80% of the change)"
+    assert cause.note == "-2,207 (80.3% of the change)"
 
 
 def test_timeseries_days_add_up_to_the_periods(demo: dict[str, Any]) -> None:
