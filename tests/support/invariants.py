@@ -63,7 +63,8 @@ class Answer:
         parts = []
         for names, sign in sorted(self.causes, key=str):
             first = min(names, key=lambda n: (len(n), sorted(n)))
-            parts.append(("+" if sign > 0 else "-") + "&".join(f"{c}={v}" for c, v in sorted(first)))
+            name = "&".join(f"{c}={v}" for c, v in sorted(first))
+            parts.append(("+" if sign > 0 else "-") + name)
         return (
             f"[{', '.join(parts) or 'no cause'}] global_shift={self.global_shift} "
             f"significant={self.significant}"
