@@ -266,6 +266,31 @@ def additive_leaves(leaf: dict[str, np.ndarray], days: tuple[float, float] | Non
     """
     b, c = leaf["nb"], leaf["nc"]
     overall = c.sum() / b.sum() if b.sum() > 0 else 1.0
+    if SYMMETRIC_UNITS and overall > 0:
+        # the noise is measured halfway between the periods: the comparison scaled down and
+        # the baseline up by the square root of the overall factor, so the dispersion is the
+        # same whichever period is called the baseline, and so is every segment's |z|
+        h = float(np.sqrt(overall))
+        Pm = _floor(leaf["qnc"] / h**2 + h**2 * leaf["qnb"])
+        r = c / h - b * h
+        P = _floor(leaf["qnc"] + leaf["qnb"])
+        Pb = np.minimum(leaf["qnb"], P)
+        V = None
+        if days and "vnb" in leaf:
+            scaled = {
+                **leaf,
+                "vnb": leaf["vnb"] * h**2,
+                "nb": b * h,
+                "vnc": leaf["vnc"] / h**2,
+                "nc": c / h,
+            }
+            V = _day_variance(scaled, days, np.zeros_like(b), np.zeros_like(b))
+        phi = _dispersion(r, Pm, b + c)
+        if V is not None:
+            phi = _day_dispersion(V, Pm, leaf, b + c, phi, measured=False)
+        return Leaves(
+            f=b.copy(), v=c.copy(), P=P, g=overall - 1.0, phi=phi, tail=_tail(r, Pm, phi), Pb=Pb
+        )
     P = _floor(leaf["qnc"] + overall**2 * leaf["qnb"])
     Pb = np.minimum(overall**2 * leaf["qnb"], P)
     r = c - b * overall
@@ -311,6 +336,12 @@ def ratio_leaves(
     # spread above is zero but for rounding), so count-like (Poisson) noise on the numerator
     # stands in; the dispersion rescales it
     poisson = np.abs(nc) + scale**2 * np.abs(nb)
+    if RATIO_UNITS and "rowsb" in leaf:
+        # counts of the numerator's typical row: a variance in the numerator's units squared,
+        # as the row-level spread is, so the metric's units do not change which leaves count
+        rows = float((leaf["rowsb"] + leaf["rowsc"]).sum())
+        unit = float((np.abs(nb) + np.abs(nc)).sum()) / rows if rows > 0 else 1.0
+        poisson = poisson * max(unit, 1e-300)
     single = (leaf["rowsb"] <= 1) & (leaf["rowsc"] <= 1) if "rowsb" in leaf else P <= 0
     P = _floor(np.where(single | (P <= 1e-9 * poisson), poisson, P))
     r = nc - f * _typical_factor(nc, f)
@@ -562,6 +593,8 @@ SIMULATIONS = 64
 JOINT = __import__("os").environ.get("DD_JOINT", "1") == "1"
 SYMMETRIC = __import__("os").environ.get("DD_SYM", "1") == "1"
 FALLBACK_ALL = __import__("os").environ.get("DD_FALLBACK", "1") == "2"
+SYMMETRIC_UNITS = __import__("os").environ.get("DD_SYMV", "0") == "1"
+RATIO_UNITS = __import__("os").environ.get("DD_RUNITS", "0") == "1"
 CLAMP = __import__("os").environ.get("DD_CLAMP", "1") == "1"
 FALLBACK = __import__("os").environ.get("DD_FALLBACK", "1") in ("1", "2")
 
