@@ -253,9 +253,6 @@ def _explained(
     # by explanatory power and asks each cause to carry a fifth of what is left unexplained.
     style = RATIO_SEARCH if kind == "ratio" else ADDITIVE_SEARCH
     found = search_stories(cube, leaves, eligible=eligible, alpha=sig.ALPHA, **style)
-    if __import__("os").environ.get("DD_CHOOSE", "0") == "1":
-        from tasks.engine.select import choose
-        found = choose(cube, found, eligible)
     change = _localized(change, found, eligible)
     contrib = _contributions(cube, kind)
     causes = [

@@ -11,24 +11,27 @@ The model, per leaf ``i`` (one combination of all searched dimensions):
   (the mean of ``r_i^2 / P_i`` per size bin, leaves beyond the noise left out), so
   pre-aggregated and event-level data both get a fitting noise level.
 
-A segment ``S`` is a candidate when its residual ``V_S - F_S`` is significant after a Bonferroni
-correction over every segment searched. The greedy step takes the candidate whose *ripple* fit
-(every leaf of ``S`` moved by the segment's own factor ``V_S / F_S``) removes the most leaf-level
-error in noise units, folds that factor into the model, and repeats. A parent whose change sits in
-one child loses to the child (the fit spreads the change over siblings that did not move); a
-child that merely follows its parent loses to the parent (it explains only part); so each cause
-is reported once, at the most specific level that carries it. When the ripple fit prefers the
-largest piece of a segment whose other pieces moved the same way (beyond the noise, by at least
-three tenths as much in log factor), the pick moves up to that segment (:func:`_climb`).
+A segment ``S`` is a candidate when its residual ``V_S - F_S`` is significant after correcting
+for the independent tests the searched segments are worth (:func:`effective_tests`). The step
+takes the candidate whose *ripple* fit (every leaf of ``S`` moved by the segment's own factor
+``V_S / F_S``) removes the most absolute leaf error in noise units, read both ways so a rise and
+the same fall weigh alike (:func:`_leaf_gain`); all picks' factors are then fitted together
+(:func:`_refit`), and the search repeats. A parent whose change sits in one child loses to the
+child (the fit spreads the change over siblings that did not move); a child that merely
+follows its parent loses to the parent (it explains only part); so each cause is reported
+once, at the most specific level that carries it. When the ripple fit prefers the largest piece
+of a segment whose other pieces moved the same way (beyond the noise, by at least three tenths
+as much in log factor), the pick moves up to that segment (:func:`_climb`).
 
 Whether an even move of everything is an even shift or its largest pieces is decided by weighing
 both tellings as whole stories (:func:`search_stories`).
 
-A further cause must be significant on the leaves the causes so far leave unexplained (its
-evidence cannot be the scatter of a cause's own leaves around their fitted factor), and a
-segment of few leaves is judged by the leaves' own noise tail (:func:`_tail`). With date
-periods the dispersion comes from each leaf's day-to-day spread (:func:`_day_dispersion`), so
-few cells and many movers neither hide a cause nor pass for an even shift.
+A further cause must be significant given the picks so far, their factors fitted together and
+their leaves' own scatter around those factors counted as noise (:func:`_conditional_variance`,
+:func:`_with_spread`), and a segment of few leaves is judged by the leaves' own noise tail
+(:func:`_tail`). With date periods the dispersion comes from each leaf's day-to-day spread
+(:func:`_day_dispersion`), so few cells and many movers neither hide a cause nor pass for an
+even shift.
 
 Ratio leaves measure their noise around the typical leaf's move (a weighted median), so a cause
 that moved a large part of the data does not pass for noise; additive leaves keep the overall
@@ -82,7 +85,7 @@ class Pick:
     factor: float
     expected: float
     observed: float
-    # the deviance its fit removed, ``z^2`` on the leaves earlier picks left unexplained
+    # the deviance its fit removed: ``z^2`` of its evidence given the earlier picks
     deviance: float = 0.0
 
 
@@ -232,7 +235,6 @@ def _day_dispersion(
     leaf: dict[str, np.ndarray],
     size: np.ndarray,
     across: np.ndarray,
-    measured: bool,
 ) -> np.ndarray:
     """The dispersion measured inside each leaf, from its day-to-day spread: per size bin, the
     leaves' daily variance over their row-level variance (pooled). Movers do not inflate it (a
@@ -254,7 +256,7 @@ def _day_dispersion(
     out = np.minimum(out, across)
     rows = float((leaf["rowsb"] + leaf["rowsc"]).sum())
     events = rows > 1.05 * float((leaf["cellsb"] + leaf["cellsc"]).sum())  # days of several rows
-    return np.maximum(out, 1.0) if events and (measured or CLAMP) else out
+    return np.maximum(out, 1.0) if events else out
 
 
 def additive_leaves(leaf: dict[str, np.ndarray], days: tuple[float, float] | None = None) -> Leaves:
@@ -266,44 +268,29 @@ def additive_leaves(leaf: dict[str, np.ndarray], days: tuple[float, float] | Non
     """
     b, c = leaf["nb"], leaf["nc"]
     overall = c.sum() / b.sum() if b.sum() > 0 else 1.0
-    if SYMMETRIC_UNITS and overall > 0:
-        # the noise is measured halfway between the periods: the comparison scaled down and
-        # the baseline up by the square root of the overall factor, so the dispersion is the
-        # same whichever period is called the baseline, and so is every segment's |z|
-        h = float(np.sqrt(overall))
-        Pm = _floor(leaf["qnc"] / h**2 + h**2 * leaf["qnb"])
-        r = c / h - b * h
-        P = _floor(leaf["qnc"] + leaf["qnb"])
-        Pb = np.minimum(leaf["qnb"], P)
-        V = None
-        if days and "vnb" in leaf:
-            scaled = {
-                **leaf,
-                "vnb": leaf["vnb"] * h**2,
-                "nb": b * h,
-                "vnc": leaf["vnc"] / h**2,
-                "nc": c / h,
-            }
-            V = _day_variance(scaled, days, np.zeros_like(b), np.zeros_like(b))
-        phi = _dispersion(r, Pm, b + c)
-        if V is not None:
-            phi = _day_dispersion(V, Pm, leaf, b + c, phi, measured=False)
-        return Leaves(
-            f=b.copy(), v=c.copy(), P=P, g=overall - 1.0, phi=phi, tail=_tail(r, Pm, phi), Pb=Pb
-        )
-    P = _floor(leaf["qnc"] + overall**2 * leaf["qnb"])
-    Pb = np.minimum(overall**2 * leaf["qnb"], P)
-    r = c - b * overall
+    # the noise is measured halfway between the periods: the comparison scaled down and the
+    # baseline up by the square root of the overall factor, so the dispersion is the same
+    # whichever period is called the baseline, and so is every segment's |z|
+    h = float(np.sqrt(overall)) if overall > 0 else 1.0
+    Pm = _floor(leaf["qnc"] / h**2 + h**2 * leaf["qnb"])
+    r = c / h - b * h
+    P = _floor(leaf["qnc"] + leaf["qnb"])
+    Pb = np.minimum(leaf["qnb"], P)
     V = None
     if days and "vnb" in leaf:
-        # the baseline enters the residual scaled by the overall factor
-        scaled = {**leaf, "vnb": leaf["vnb"] * overall**2, "nb": b * overall}
+        scaled = {
+            **leaf,
+            "vnb": leaf["vnb"] * h**2,
+            "nb": b * h,
+            "vnc": leaf["vnc"] / h**2,
+            "nc": c / h,
+        }
         V = _day_variance(scaled, days, np.zeros_like(b), np.zeros_like(b))
-    phi = _dispersion(r, P, b + c)
+    phi = _dispersion(r, Pm, b + c)
     if V is not None:
-        phi = _day_dispersion(V, P, leaf, b + c, phi, measured=False)
+        phi = _day_dispersion(V, Pm, leaf, b + c, phi)
     return Leaves(
-        f=b.copy(), v=c.copy(), P=P, g=overall - 1.0, phi=phi, tail=_tail(r, P, phi), Pb=Pb
+        f=b.copy(), v=c.copy(), P=P, g=overall - 1.0, phi=phi, tail=_tail(r, Pm, phi), Pb=Pb
     )
 
 
@@ -336,7 +323,7 @@ def ratio_leaves(
     # spread above is zero but for rounding), so count-like (Poisson) noise on the numerator
     # stands in; the dispersion rescales it
     poisson = np.abs(nc) + scale**2 * np.abs(nb)
-    if RATIO_UNITS and "rowsb" in leaf:
+    if "rowsb" in leaf:
         # counts of the numerator's typical row: a variance in the numerator's units squared,
         # as the row-level spread is, so the metric's units do not change which leaves count
         rows = float((leaf["rowsb"] + leaf["rowsc"]).sum())
@@ -359,7 +346,7 @@ def ratio_leaves(
         V = _day_variance(scaled, days, rb, rc)
     phi = _dispersion(r, P, f + nc)
     if V is not None:
-        phi = _day_dispersion(V, P, leaf, f + nc, phi, measured=True)
+        phi = _day_dispersion(V, P, leaf, f + nc, phi)
     return Leaves(f=f, v=nc.copy(), P=P, g=g, phi=phi, tail=_tail(r, P, phi))
 
 
@@ -495,21 +482,13 @@ def search(
         if even_first and not picks and cand[0]:
             cand[1:] = False  # the story that starts from an even move of everything
         z_new = z  # the evidence beyond the causes so far
-        if margins and JOINT:
+        if margins:
+            # the evidence beyond the picks so far: the residual under their joint fit, over
+            # the noise it keeps once their factors are fitted, their leaves' scatter counted
             w_fit = _with_spread(leaves.f, v, f, w, margins)
             PS_fit = groups.sums(w_fit, n_seg)
             z_new = R / np.sqrt(_conditional_variance(groups, w_fit, PS_fit, margins, n_seg))
             cand &= np.abs(z_new) >= threshold
-        elif explained.any():
-            # the evidence for a further cause must come from leaves the causes so far leave
-            # unexplained: a cause's own leaves scatter around its fitted factor, and segments
-            # cutting across it would otherwise pass for causes on that scatter alone
-            rest = ~explained
-            R_rest = groups.sums(v - f, n_seg, where=rest)
-            P_rest = groups.sums(w, n_seg, where=rest)
-            z_rest = R_rest / np.sqrt(np.maximum(P_rest, 1e-300))
-            cand &= np.abs(z_rest) >= threshold
-            z_new = z_rest
         if not cand.any():
             break
         units = s if gain_units == "noise" else np.ones_like(s)
@@ -523,7 +502,7 @@ def search(
             gain[0] = float((_leaf_gain(f, v, np.full(len(f), k)) / units)[rest].sum())
         best = int(np.argmax(gain))
         if not np.isfinite(gain[best]) or gain[best] <= 0:
-            if not (JOINT and FALLBACK) or (picks and not FALLBACK_ALL):
+            if picks:
                 break
             # nothing picked yet and no candidate's ripple fit lowers the leaves' error (a move
             # spread thinly over many small leaves): the evidence decides, the clearest first
@@ -544,11 +523,10 @@ def search(
         change = np.zeros_like(f)
         change[members] = f[members] - before
         FS = FS + groups.sums(change, n_seg, where=members)
-        if JOINT:
-            margins.append(members)
-            if len(margins) > 1:
-                f = _refit(leaves.f, v, margins)
-                FS = groups.sums(f, n_seg)
+        margins.append(members)
+        if len(margins) > 1:
+            f = _refit(leaves.f, v, margins)
+            FS = groups.sums(f, n_seg)
         taken[best] = True
         # a pick's sub-segments are explained at its factor; they are not separate causes
         taken |= descendants(cube, best)
@@ -590,13 +568,6 @@ def search(
 
 
 SIMULATIONS = 64
-JOINT = __import__("os").environ.get("DD_JOINT", "1") == "1"
-SYMMETRIC = __import__("os").environ.get("DD_SYM", "1") == "1"
-FALLBACK_ALL = __import__("os").environ.get("DD_FALLBACK", "1") == "2"
-SYMMETRIC_UNITS = __import__("os").environ.get("DD_SYMV", "0") == "1"
-RATIO_UNITS = __import__("os").environ.get("DD_RUNITS", "0") == "1"
-CLAMP = __import__("os").environ.get("DD_CLAMP", "1") == "1"
-FALLBACK = __import__("os").environ.get("DD_FALLBACK", "1") in ("1", "2")
 
 
 def _refit(f0: np.ndarray, v: np.ndarray, margins: list[np.ndarray], rounds: int = 50) -> np.ndarray:
@@ -836,8 +807,7 @@ def _leaf_gain(f: np.ndarray, v: np.ndarray, k: np.ndarray) -> np.ndarray:
     kk = np.where(finite, k, 1.0)
     up = np.abs(v - f * kk)
     back = np.where(kk > 0, np.abs(f - v / np.where(kk > 0, kk, 1.0)), up)
-    after = 0.5 * (up + back) if SYMMETRIC else up
-    return np.where(finite, base - after, base)
+    return np.where(finite, base - 0.5 * (up + back), base)
 
 
 def story_score(found: Search) -> float:

@@ -277,9 +277,6 @@ def _related(cube: Cube, i: int) -> np.ndarray:
     return descendants(cube, i) | ancestors(cube, i)
 
 
-GLOBAL_PICKED_ONLY = __import__("os").environ.get("DD_GPICK", "1") == "1"
-
-
 def _global_shift(
     cube: Cube,
     found: Search,
@@ -299,7 +296,7 @@ def _global_shift(
     if not significant or not delta:
         return None
     pick = next((p for p in found.picks if p.seg == 0), None)
-    if pick is None and found.picks and GLOBAL_PICKED_ONLY:
+    if pick is None and found.picks:
         return None
     part = float(found.remainder) + (pick.observed - pick.expected if pick else 0.0)
     if kind == "ratio":
