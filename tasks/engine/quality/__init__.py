@@ -29,6 +29,7 @@ is in ``_scope``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from sql_tools._context import ToolContext
 from tasks.engine.quality._scope import (
@@ -66,6 +67,9 @@ from tasks.engine.quality.nulls import (
 from tasks.engine.result import DataQualityIssue
 from tasks.engine.spec import Question
 
+if TYPE_CHECKING:
+    from tasks.engine.leaf_days import LeafDays
+
 # the thresholds live in the module of the check that reads them (patch them there)
 __all__ = [
     "DUPLICATE_EXACT_MAX_ROWS",
@@ -91,7 +95,10 @@ _SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
 
 def check_quality(
-    ctx: ToolContext, question: Question, dimensions: Sequence[str]
+    ctx: ToolContext,
+    question: Question,
+    dimensions: Sequence[str],
+    cells: LeafDays | None = None,
 ) -> list[DataQualityIssue]:
     """Run every data-quality check that applies to ``question``.
 
@@ -99,6 +106,9 @@ def check_quality(
         ctx: The sandboxed tool context on the loaded database.
         question: Metric (table, filters, columns) and the two periods.
         dimensions: Canonical column references to check (joined ones as ``table.column``).
+        cells: The question's rows already summed per leaf, period and day: the rows per day
+            are read there when the cells hold every dimension checked (its evidence is still
+            the query on the source).
 
     Returns:
         Issues sorted by severity (error, warning, info), in check order within a severity.
@@ -111,7 +121,7 @@ def check_quality(
         coverage = _coverage(scope)
         issues += coverage.issues
         if coverage.first is not None:
-            days = _day_counts(scope)
+            days = _day_counts(scope, cells)
             issues += _missing_days(scope, coverage, days)
             issues += _segment_missing_days(scope, days)
     rows = _null_spikes(scope)
