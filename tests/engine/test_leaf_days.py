@@ -86,10 +86,10 @@ def test_numbers_from_the_cells_are_what_their_sql_gives_on_the_source(tmp_path,
 
 def test_root_causes_are_checked_without_reading_the_source_again(tmp_path):
     """The engine's passes over the tables, however many root causes it names and checks: the
-    one aggregation (events joined to users), and the data-quality checks the cells cannot
-    answer (the time column's range over every day, non-NULL counts of columns, repeated
-    rows)."""
+    one aggregation (events joined to users), and the two data-quality passes the cells cannot
+    answer (the time column's range over every day with each column's non-NULL counts, joined
+    to users for its columns; repeated rows)."""
     with ToolContext(_db(tmp_path, "two_causes")) as ctx:
         a = analyze(ctx, _question(ctx, "two_causes"))
         assert len(a.explanation.root_causes) == 2
-        assert ctx.passes.by_table() == {"events": 4, "users": 2}
+        assert ctx.passes.by_table() == {"events": 3, "users": 2}

@@ -27,11 +27,11 @@ from tests.support.pg_source import copy_tables, reader_role
 
 SCENARIO = "pricing_join"
 TABLES = {"events", "users"}
-ENGINE_PASSES = {"events": 5, "users": 2}
+ENGINE_PASSES = {"events": 4, "users": 2}
 """Most passes the engine's step makes over each table: the question's check, the one
 aggregation to cells, and the data-quality checks the cells cannot answer (docs/deploy.md,
 "Passes over the source"). Its root causes are checked on the cells."""
-POSTGRES_SCANS = {"events": 28, "users": 15}
+POSTGRES_SCANS = {"events": 27, "users": 15}
 """Most sequential scans of each table one offline investigation of data in Postgres makes, every
 step included (the profile, the fingerprint, the report's charts)."""
 

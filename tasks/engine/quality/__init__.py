@@ -10,9 +10,11 @@ SQL and parameters it came from.
 
 Queries (label periods run only the last three):
 
-1. coverage: first/last value of the time column -> ``partial_period``;
+1. coverage: first/last value of the time column -> ``partial_period``; the same pass counts
+   what query 3 counts (date periods read the rows once for both);
 2. rows per day, overall and per value of every dimension at once (``GROUPING SETS``, reduced
-   in SQL to the values worth checking) -> ``missing_days`` and ``segment_missing_days``;
+   in SQL to the values worth checking) -> ``missing_days`` and ``segment_missing_days``; read
+   from the question's cells when the engine has them (``tasks/engine/leaf_days.py``);
 3. rows and non-NULL counts per period of the dimensions and the metric's columns ->
    ``null_spike``;
 4. rows, distinct rows and their copy counts per day (per period for label periods), grouping
@@ -117,14 +119,16 @@ def check_quality(
     """
     scope = _Scope.build(ctx, question, dimensions)
     issues: list[DataQualityIssue] = []
+    counted = None
     if scope.time is not None:
         coverage = _coverage(scope)
+        counted = coverage.out  # the null check's counts too: one pass for both
         issues += coverage.issues
         if coverage.first is not None:
             days = _day_counts(scope, cells)
             issues += _missing_days(scope, coverage, days)
             issues += _segment_missing_days(scope, days)
-    rows = _null_spikes(scope)
+    rows = _null_spikes(scope, counted)
     issues += rows.issues
     issues += _duplicate_rows(scope, rows)
     issues += _non_finite(scope)
