@@ -28,11 +28,16 @@ import pyarrow as pa
 from sqlglot import exp
 
 from sql_tools._context import ToolContext
+from sql_tools._errors import ResourceLimit
 from sql_tools._sql import Params, ident, to_sql, typed_value
-from tasks.engine.cube import MAX_RESULT_ROWS, EngineSql, _col
+from tasks.engine.cube import EngineSql, _col, estimated_leaves
 from tasks.engine.spec import Question
 
 TABLE = "cells"
+MAX_CELLS = 3_000_000
+"""Most cells stored (estimated before the query runs; about 120 bytes each): the leaves of a
+search (at most :data:`~tasks.engine.cube.LEAF_BUDGET`) over two weeks. A question of more,
+two months of many leaves, reads the source for each number instead."""
 
 
 class LeafDays:
@@ -151,10 +156,24 @@ class LeafDays:
 
 def leaf_days(ctx: ToolContext, q: Question, dims: list[str]) -> LeafDays | None:
     """Read the source once: ``q``'s rows aggregated to cells over ``dims`` (per day for date
-    periods), stored locally; None for a distinct count (it is not a sum of cells)."""
+    periods), stored locally. None, and each number read from the source as before, for a
+    distinct count (it is not a sum of cells) and for more cells than :data:`MAX_CELLS`."""
     sql = EngineSql(ctx, q, dims)
-    if sql.distinct:
+    if sql.distinct or estimated_cells(ctx, q, dims) > MAX_CELLS:
         return None
     text = to_sql(sql.cells(with_day=q.periods.by_dates), ctx.dialect)
-    table = ctx.run_arrow(text, sql.params.values, max_rows=MAX_RESULT_ROWS)
+    try:
+        table = ctx.run_arrow(text, sql.params.values, max_rows=MAX_CELLS)
+    except ResourceLimit:  # a profile's estimate of distinct values fell short
+        return None
     return LeafDays(ctx, q, dims, table)
+
+
+def estimated_cells(ctx: ToolContext, q: Question, dims: list[str]) -> int:
+    """At most this many cells: the leaves (:func:`~tasks.engine.cube.estimated_leaves`) times
+    the periods' days (two periods of labels), and never more than the table's rows."""
+    p = q.periods
+    days = p.baseline.days + p.comparison.days if p.by_dates else 2  # type: ignore[union-attr]
+    cells = estimated_leaves(ctx, q, dims) * days
+    prof = ctx.schema.profile(q.metric.table)
+    return min(cells, prof.row_count) if prof is not None else cells

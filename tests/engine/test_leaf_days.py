@@ -93,3 +93,23 @@ def test_root_causes_are_checked_without_reading_the_source_again(tmp_path):
         a = analyze(ctx, _question(ctx, "two_causes"))
         assert len(a.explanation.root_causes) == 2
         assert ctx.passes.by_table() == {"events": 3, "users": 2}
+
+
+def test_too_many_cells_read_the_source_for_each_number_with_the_same_answer(
+    tmp_path, monkeypatch
+):
+    """More cells than the engine stores (two months of many leaves): no cells, each number
+    from the source as before, the same answer."""
+    from tasks.engine import leaf_days
+
+    with ToolContext(_db(tmp_path, "two_causes")) as ctx:
+        q = _question(ctx, "two_causes")
+        stored = analyze(ctx, q)
+        monkeypatch.setattr(leaf_days, "MAX_CELLS", 10)
+        read = analyze(ctx, q)
+    assert stored.cells is not None and read.cells is None
+    a, b = stored.explanation, read.explanation
+    assert [c.segment for c in a.root_causes] == [c.segment for c in b.root_causes]
+    for x, y in zip(a.root_causes, b.root_causes, strict=True):
+        assert _close(x.baseline, y.baseline) and _close(x.comparison, y.comparison)
+    assert _close(a.change.p_value, b.change.p_value)
