@@ -4,7 +4,8 @@ Once the search's columns are chosen, one query on the user's tables
 (:meth:`~tasks.engine.cube.EngineSql.cells`) sums the rows of each leaf (a combination of the
 columns' values), period and day: the numerator and denominator, their squares and product, and
 the rows. The answer, at most a few hundred thousand cells where the table has millions of rows,
-is stored in an in-memory DuckDB of this process, and every later number that is a sum of cells
+is stored in a temporary table of this process's DuckDB (the file's own database, or an
+in-memory one for data in Postgres), and every later number that is a sum of cells
 is read there instead of from the source: the cube of segments, the per-day series the change is
 tested on, a root cause's or a finding's value in each period, and the per-day series of a
 segment that clean days are measured on. On a warehouse, each of those would be one more scan
@@ -33,7 +34,7 @@ from sql_tools._sql import Params, ident, to_sql, typed_value
 from tasks.engine.cube import EngineSql, _col, estimated_leaves
 from tasks.engine.spec import Question
 
-TABLE = "cells"
+TABLE = "__drilldown_cells"
 MAX_CELLS = 3_000_000
 """Most cells stored (estimated before the query runs; about 120 bytes each): the leaves of a
 search (at most :data:`~tasks.engine.cube.LEAF_BUDGET`) over two weeks. A question of more,
@@ -41,31 +42,17 @@ two months of many leaves, reads the source for each number instead."""
 
 
 class LeafDays:
-    """The stored cells of one question over ``dims`` (see the module's docstring). Close it
-    when done (:meth:`close`); it holds its own in-memory database."""
+    """The stored cells of one question over ``dims`` (see the module's docstring), in a
+    temporary table of a connection of their own. Close it when done (:meth:`close`)."""
 
     def __init__(self, ctx: ToolContext, q: Question, dims: list[str], table: pa.Table) -> None:
         self.ctx, self.q, self.dims = ctx, q, list(dims)
         self.sql = EngineSql(ctx, q, dims)
-        self.con: duckdb.DuckDBPyConnection | None = duckdb.connect(
-            ":memory:",
-            config={
-                # one thread: the cells are small, and a second pool of threads would reserve
-                # address space a capped process may not have
-                "threads": 1,
-                "memory_limit": ctx.limits.memory_limit,
-                "python_enable_replacements": False,
-                "autoinstall_known_extensions": False,
-                "autoload_known_extensions": False,
-            },
-        )
+        self.con: duckdb.DuckDBPyConnection | None = _connection(ctx)
         try:
-            self.con.execute("SET temp_directory = ''")  # nothing is written to disk
             self.con.register("__arrow_cells", table)
-            self.con.execute(f"CREATE TABLE {TABLE} AS SELECT * FROM __arrow_cells")
+            self.con.execute(f'CREATE TEMP TABLE "{TABLE}" AS SELECT * FROM __arrow_cells')
             self.con.unregister("__arrow_cells")
-            self.con.execute("SET enable_external_access = false")
-            self.con.execute("SET lock_configuration = true")
         except BaseException:
             self.close()
             raise
@@ -75,7 +62,7 @@ class LeafDays:
     @property
     def table(self) -> exp.Expression:
         """The stored cells, as a FROM clause."""
-        return exp.Table(this=ident(TABLE))
+        return exp.Table(this=ident(TABLE), db=ident("main"), catalog=ident("temp"))
 
     def run(self, tree: exp.Expression, params: dict[str, Any] | None = None) -> pa.Table:
         """Run one of the engine's trees on the stored cells."""
@@ -148,10 +135,34 @@ class LeafDays:
         }
 
     def close(self) -> None:
-        """Close the in-memory database."""
+        """Close the cells' connection (its temporary table goes with it)."""
         con, self.con = self.con, None
         if con is not None:
             con.close()
+
+
+def _connection(ctx: ToolContext) -> duckdb.DuckDBPyConnection:
+    """Where the cells are kept. On a DuckDB file: a new connection to the context's own
+    database (read-only and sandboxed; its temporary tables are its own), not a second database
+    in the process, whose reserved address space a capped process may not have. Data in
+    Postgres: a private in-memory DuckDB, with nothing written to disk."""
+    con = getattr(ctx, "con", None)
+    if isinstance(con, duckdb.DuckDBPyConnection):
+        return con.cursor()
+    mem = duckdb.connect(
+        ":memory:",
+        config={
+            "threads": ctx.limits.threads,
+            "memory_limit": ctx.limits.memory_limit,
+            "python_enable_replacements": False,
+            "autoinstall_known_extensions": False,
+            "autoload_known_extensions": False,
+        },
+    )
+    mem.execute("SET temp_directory = ''")
+    mem.execute("SET enable_external_access = false")
+    mem.execute("SET lock_configuration = true")
+    return mem
 
 
 def leaf_days(ctx: ToolContext, q: Question, dims: list[str]) -> LeafDays | None:
