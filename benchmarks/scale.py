@@ -462,6 +462,7 @@ def run_product(
             res["root_causes"] = causes[:5]
             res["planted_rank"] = planted_rank(causes)
             res["planted_first"] = res["planted_rank"] == 1
+            res["passes"] = (result.get("stats") or {}).get("passes")
         except (ValueError, AttributeError) as e:
             res["result_json_error"] = str(e)
     return res
@@ -488,12 +489,39 @@ def run_postgres(
     try:
         source = f"{url}&query_timeout={query_timeout:g}"
         res = run_product(data, work, drilldown, timeout, source=source, name="postgres")
+        res["group_by"] = plain_group_by(url)
     finally:
         stop(parent)
         shutil.rmtree(parent, ignore_errors=True)
     res["seconds_setup_copy"] = setup
     res["query_timeout_s"] = query_timeout
     return res
+
+
+def plain_group_by(url: str) -> dict[str, Any]:
+    """What the question costs Postgres at the least: one plain ``GROUP BY`` of the two weeks'
+    rows by every dimension (the users' joined in) and the day, summing revenue and counting
+    rows, every group fetched, as the same read-only role. The product is measured against it."""
+    import psycopg
+
+    from sql_tools._postgres import parse_postgres_url
+
+    dims = [f'e."{d}"' for d in DIMS] + [f'u."{d}"' for d in USER_DIMS]
+    text = (
+        f"SELECT {', '.join(dims)}, e.\"date\", sum(e.revenue), count(*) "
+        'FROM events e LEFT JOIN users u ON e."user_id" = u."user_id" '
+        f"WHERE e.\"date\" BETWEEN '{BASELINE[0]}' AND '{COMPARISON[1]}' "
+        f"GROUP BY {', '.join(dims)}, e.\"date\""
+    )
+    try:
+        with psycopg.connect(**parse_postgres_url(url).conninfo) as con:
+            con.execute("SET statement_timeout = 0")
+            t0 = time.perf_counter()
+            groups = len(con.execute(text).fetchall())
+            seconds = round(time.perf_counter() - t0, 2)
+    except psycopg.Error as e:
+        return {"error": str(e).splitlines()[0], "sql": text}
+    return {"seconds": seconds, "groups": groups, "sql": text}
 
 
 def _median(xs: list[float]) -> float:
@@ -758,8 +786,9 @@ def stage_table(runs: list[dict[str, Any]]) -> str:
     lines = [
         "| rows | reference: DuckDB read_csv s | product s | product / reference "
         "| load s (/ reference) | decompose + recall s | hypotheses s "
-        "| gate + report + remember s | exit s | product peak MB |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| gate + report + remember s | exit s | product peak MB | passes over events, users "
+        "| plain GROUP BY s (product / it) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in runs:
         ref = r.get("reference") or {}
@@ -783,8 +812,26 @@ def _stage_row(label: str, ref_s: float | None, prod: dict[str, Any]) -> str:
         f"| {_ratio(prod_s, ref_s)} | {_n(load, 2)} ({_ratio(load, ref_s)}) "
         f"| {_n(st.get('decompose_recall'), 2)} | {_n(st.get('hypotheses'), 2)} "
         f"| {_n(st.get('gate_report_remember'), 2)} | {_n(st.get('exit'), 2)} "
-        f"| {_n(prod.get('peak_rss_mb'), 0)} |"
+        f"| {_n(prod.get('peak_rss_mb'), 0)} | {_passes(prod.get('passes'))} "
+        f"| {_group_by(prod_s, prod.get('group_by'))} |"
     )
+
+
+def _passes(passes: dict[str, Any] | None) -> str:
+    """Reads of each table until the report, as ``events, users`` (result.json's stats)."""
+    if not passes:
+        return "–"
+    tables = passes.get("tables") or {}
+    return ", ".join(str(tables.get(t, 0)) for t in ("events", "users"))
+
+
+def _group_by(prod_s: float | None, gb: dict[str, Any] | None) -> str:
+    """The plain GROUP BY's seconds and the product's time over it (Postgres only)."""
+    if not gb:
+        return "–"
+    if gb.get("error"):
+        return f"failed: {gb['error'][:60]}"
+    return f"{_n(gb.get('seconds'), 2)} ({_ratio(prod_s, gb.get('seconds'))})"
 
 
 # --------------------------------------------------------------------------------------------

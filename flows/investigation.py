@@ -75,7 +75,8 @@ def investigation(
     """The investigation's steps, composed: as Prefect tasks inside a flow run, as plain
     functions otherwise. ``progress`` is called as each hypothesis completes; ``client`` and
     ``config`` set the run's Claude client and agent settings (default: from the environment).
-    Returns the run's summary (out, db, run id, change, root causes, hypotheses, paths)."""
+    Returns the run's summary (out, db, run id, change, root causes, hypotheses, paths, and
+    the passes over each source table: :class:`~sql_tools.passes.Passes`)."""
     offline = req.offline or (client is None and not os.environ.get("ANTHROPIC_API_KEY"))
     source = _source_name(req.source)
     db, tables = _load(req.data, req.db, req.out)
@@ -86,20 +87,27 @@ def investigation(
     with run:
         if is_postgres_url(db):
             _say(f"postgres  {run.db}: {', '.join(run.ctx.schema.table_names)}")
-        explanation = _call(steps.decompose, run)
+        passes = run.ctx.passes
+        with passes.during("engine"):
+            explanation = _call(steps.decompose, run)
         history = _call(steps.recall_history, run, explanation) if req.remember else None
         if history and history.get("warning"):
             _say(f"warning: {history['warning']}")
         elif history and history["similar"]:
             _say(f"{len(history['similar'])} similar past investigation(s) found")
-        planned = _call(steps.hypothesize, run, offline, req.model, history)
-        _say(f"investigating {len(planned['planned'])} hypotheses ({_who(run, planned, req)})")
-        runs = _map_hypotheses(run, planned["planned"], offline, req.model)
+        with passes.during("hypotheses"):
+            planned = _call(steps.hypothesize, run, offline, req.model, history)
+            _say(f"investigating {len(planned['planned'])} hypotheses ({_who(run, planned, req)})")
+            runs = _map_hypotheses(run, planned["planned"], offline, req.model)
         result = _assemble(run, explanation, planned, runs, history, req.model)
-        result["findings"] = _call(steps.verify_findings, run, result["findings"])
+        with passes.during("verify"):
+            result["findings"] = _call(steps.verify_findings, run, result["findings"])
         entries = [e for r in runs for e in r["entries"]]
         _note_masked(result, entries)
-        written = _call(steps.write_report, run, req.out, result, entries)
+        # the passes until now: the report's charts read the source after (see docs/method.md)
+        result["stats"]["passes"] = passes.stats()
+        with passes.during("report"):
+            written = _call(steps.write_report, run, req.out, result, entries)
         _artifacts(written["artifact_md"], result)
         saved = None
         if req.remember:  # raises when the save does not land: the report stays written
@@ -112,6 +120,7 @@ def investigation(
         "root_causes": [c["segment"] for c in result["root_causes"]],
         "hypotheses": {x["id"]: x["status"] for x in result["hypotheses"]},
         "paths": written["paths"],
+        "passes": passes.stats(),  # every step's, the report's too
     }
 
 

@@ -31,6 +31,7 @@ from sql_tools._errors import (
     one_line,
 )
 from sql_tools._guard import check_select
+from sql_tools.passes import Passes
 from sql_tools.catalog import (
     META_SCHEMA,
     Catalog,
@@ -239,6 +240,7 @@ class ToolContext:
             ) from exc
         self._lock = threading.Lock()
         self._stopped = False
+        self.passes = Passes()
         self.schema = self._read_schema(tables)
 
     def __enter__(self) -> ToolContext:
@@ -266,6 +268,7 @@ class ToolContext:
         twin._lock = threading.Lock()
         twin._stopped = False
         twin.schema = self.schema
+        twin.passes = self.passes
         return twin
 
     def stop(self) -> None:
@@ -289,6 +292,7 @@ class ToolContext:
         if parts:
             with self._lock:  # the product's own query: no guard, no tool time limit
                 rows = self.con.execute(" UNION ALL ".join(parts), names).fetchall()
+            self.passes.add_each(names)
         return {"location": str(self.db_path), "tables": table_signatures(self.schema, rows)}
 
     def _read_schema(self, only: Collection[str] | None) -> Schema:
@@ -319,7 +323,8 @@ class ToolContext:
         with self._lock:  # the guard parses on the connection too: one caller at a time
             if self._stopped:
                 raise SqlToolError("query not run: the connection was stopped")
-            check_select(self.con, sql, allowed_tables=set(self.schema.tables))
+            reads = check_select(self.con, sql, allowed_tables=set(self.schema.tables))
+            self.passes.add(reads)
             timer = threading.Timer(self.limits.timeout_s, self.con.interrupt)
             timer.start()
             try:

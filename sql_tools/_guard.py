@@ -8,6 +8,8 @@ table function or a second statement.
 
 from __future__ import annotations
 
+from collections import Counter
+
 import duckdb
 import sqlglot
 from sqlglot import exp
@@ -64,8 +66,11 @@ FORBIDDEN_NODES: tuple[type[exp.Expression], ...] = (
 )
 
 
-def check_select(con: duckdb.DuckDBPyConnection, sql: str, allowed_tables: set[str]) -> None:
-    """Raise ``QueryRejected`` unless ``sql`` is a single SELECT over ``allowed_tables``."""
+def check_select(
+    con: duckdb.DuckDBPyConnection, sql: str, allowed_tables: set[str]
+) -> Counter[str]:
+    """Raise ``QueryRejected`` unless ``sql`` is a single SELECT over ``allowed_tables``; return
+    how many times it reads each of them (:func:`source_reads`)."""
     try:
         statements = con.extract_statements(sql)
     except duckdb.Error as exc:
@@ -75,7 +80,7 @@ def check_select(con: duckdb.DuckDBPyConnection, sql: str, allowed_tables: set[s
     if statements[0].type != duckdb.StatementType.SELECT:
         raise QueryRejected(f"only SELECT is allowed, got {statements[0].type.name}")
     tree = _one_query(sql, "duckdb")
-    _check_tree(tree, allowed_tables, ALLOWED_FUNCTIONS, schema="main")
+    return _check_tree(tree, allowed_tables, ALLOWED_FUNCTIONS, schema="main")
 
 
 def _one_query(sql: str, dialect: str) -> exp.Query:
@@ -95,20 +100,26 @@ def _check_tree(
     *,
     schema: str,
     forbidden: tuple[type[exp.Expression], ...] = FORBIDDEN_NODES,
-) -> None:
+) -> Counter[str]:
+    """Check every node of ``tree``; return the reads of each allowed table (a reference to it
+    by name, not to a CTE of that name: each is one pass over the table's rows)."""
     ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
+    reads: Counter[str] = Counter()
     for node in tree.walk():
         if isinstance(node, forbidden):
             raise QueryRejected(f"statement part {type(node).__name__} is not allowed")
         if isinstance(node, exp.Table):
-            _check_table(node, allowed_tables, ctes, schema)
+            if _check_table(node, allowed_tables, ctes, schema):
+                reads[node.name] += 1
         elif isinstance(node, exp.Func) and not isinstance(node, exp.Connector | exp.Cast):
             name = (node.sql_name() if not isinstance(node, exp.Anonymous) else node.name).lower()
             if name not in functions:
                 raise QueryRejected(f"function {name!r} is not allowed")
+    return reads
 
 
-def _check_table(node: exp.Table, allowed: set[str], ctes: set[str], schema: str) -> None:
+def _check_table(node: exp.Table, allowed: set[str], ctes: set[str], schema: str) -> bool:
+    """Refuse a table outside ``allowed``; True when ``node`` reads a source table (not a CTE)."""
     if not isinstance(node.this, exp.Identifier):
         raise QueryRejected("table functions are not allowed")
     if node.args.get("catalog") is not None:
@@ -117,8 +128,10 @@ def _check_table(node: exp.Table, allowed: set[str], ctes: set[str], schema: str
     if db is not None and db.name != schema:
         raise QueryRejected(f"schema {db.name!r} is not allowed")
     name = node.name
-    if name not in allowed and not (db is None and name in ctes):
+    cte = db is None and name in ctes
+    if name not in allowed and not cte:
         raise QueryRejected(f"table {name!r} is not allowed")
+    return not cte
 
 
 # --- postgres -------------------------------------------------------------------------------
@@ -156,14 +169,14 @@ POSTGRES_CAST_TYPES = frozenset(
 )
 
 
-def check_postgres_select(sql: str, allowed_tables: set[str], schema: str) -> None:
+def check_postgres_select(sql: str, allowed_tables: set[str], schema: str) -> Counter[str]:
     """Raise ``QueryRejected`` unless ``sql`` (psycopg text: ``%(p1)s`` placeholders) is a single
     SELECT over ``allowed_tables`` (unqualified, or in ``schema``), with no locking clause, using
-    only the builders' functions and casts."""
+    only the builders' functions and casts; return its reads of each table."""
     tree = _one_query(sql, "postgres")
     for name in tree.find_all(exp.Identifier):  # psycopg's text doubles a name's "%"
         name.set("this", name.this.replace("%%", "%"))
-    _check_tree(
+    reads = _check_tree(
         tree,
         allowed_tables,
         POSTGRES_FUNCTIONS,
@@ -173,3 +186,20 @@ def check_postgres_select(sql: str, allowed_tables: set[str], schema: str) -> No
     for cast in tree.find_all(exp.Cast):
         if cast.to.this not in POSTGRES_CAST_TYPES:
             raise QueryRejected(f"cast to {cast.to.sql(dialect='postgres')!r} is not allowed")
+    return reads
+
+
+def table_reads(sql: str, tables: set[str], schema: str) -> Counter[str]:
+    """How many times the product's own Postgres query ``sql`` (not a caller's: it is not
+    checked) reads each of ``tables`` in ``schema``; an empty count for SQL this parser does not
+    read (the catalogue queries, which read only ``pg_catalog``)."""
+    try:
+        tree = sqlglot.parse_one(sql, read="postgres")
+    except sqlglot.errors.SqlglotError:
+        return Counter()
+    ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
+    return Counter(
+        t.name
+        for t in tree.find_all(exp.Table)
+        if t.name in tables and t.db in ("", schema) and not (not t.db and t.name in ctes)
+    )

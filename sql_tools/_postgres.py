@@ -55,7 +55,8 @@ from sql_tools._errors import (
     ToolInputError,
     one_line,
 )
-from sql_tools._guard import check_postgres_select
+from sql_tools._guard import check_postgres_select, table_reads
+from sql_tools.passes import Passes
 from sql_tools.catalog import Catalog, jsonable, kind_of
 
 if TYPE_CHECKING:
@@ -286,6 +287,7 @@ class PostgresContext:
             limits = limits.model_copy(update={"timeout_s": self.source.timeout_s})
         self.limits = limits
         self._lock = threading.Lock()
+        self.passes = Passes()
         self.con: psycopg.Connection[Any] | None = None
         self.con = self._connect()
         try:
@@ -482,7 +484,7 @@ class PostgresContext:
         """Guard, then execute ``sql`` with bound ``params``; fetch at most ``max_rows`` rows."""
         params = params or {}
         with self._lock:
-            check_postgres_select(sql, set(self.schema.tables), self.source.schema)
+            self.passes.add(check_postgres_select(sql, set(self.schema.tables), self.source.schema))
             start = time.perf_counter()
             columns, _, rows = self._fetch(sql, params, max_rows)
             elapsed = (time.perf_counter() - start) * 1000
@@ -495,7 +497,7 @@ class PostgresContext:
         """
         params = params or {}
         with self._lock:
-            check_postgres_select(sql, set(self.schema.tables), self.source.schema)
+            self.passes.add(check_postgres_select(sql, set(self.schema.tables), self.source.schema))
             columns, oids, rows = self._fetch(sql, params, max_rows + 1)
         if len(rows) > max_rows:
             raise ResourceLimit(f"query returned more than {max_rows:,} rows")
@@ -512,9 +514,14 @@ class PostgresContext:
         """Run one of the product's own fixed SELECTs (catalogue, profile, fingerprint): read-only,
         time-limited and one statement (a server-side cursor declares only a query) like every
         query, but not checked by the statement guard. ``sql`` takes psycopg placeholders when
-        ``params`` is given; never SQL built from a caller's input."""
+        ``params`` is given; never SQL built from a caller's input. Its reads of the chosen
+        tables are counted (the catalogue's own tables are not the user's)."""
         with self._lock:
-            return self._fetch(sql, params, max_rows)[2]
+            rows = self._fetch(sql, params, max_rows)[2]
+        schema = getattr(self, "schema", None)  # the catalogue query that reads it has none
+        if schema is not None:
+            self.passes.add(table_reads(sql, set(schema.tables), self.source.schema))
+        return rows
 
     def content_fingerprint(self) -> dict[str, Any]:
         """The data's identity without the password: where it is (host, port, database, schema,

@@ -184,7 +184,9 @@ class Run:
         """Close the connection; the run cannot be used after."""
         with self._lock:
             ctx, self._ctx, self._closed = self._ctx, None, True
-            self._analysis = None
+            analysis, self._analysis = self._analysis, None
+        if analysis is not None:
+            analysis.close()
         if ctx is not None:
             ctx.close()
 

@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import date
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -48,6 +48,9 @@ from tasks.engine.cube import daily_series
 from tasks.engine.distributions import ttest_rel, ttest_welch
 from tasks.engine.result import DataQualityIssue, DataQualityNote, Evidence, Segment
 from tasks.engine.spec import Question
+
+if TYPE_CHECKING:
+    from tasks.engine.leaf_days import LeafDays
 
 MAX_LEFT = 0.5
 """A move is the data's only when at most this share of it is left on the clean days."""
@@ -63,6 +66,7 @@ def assign_data_quality(
     quality: list[DataQualityIssue],
     z_crit: float,
     n_tested: int = 1,
+    cells: LeafDays | None = None,
 ) -> None:
     """Mark the root causes and the even shift whose move the data's defects explain.
 
@@ -74,6 +78,8 @@ def assign_data_quality(
         quality: The data-quality issues of this question.
         z_crit: The bound a segment's move had to clear to be named.
         n_tested: The segments searched (the causes' p-values are corrected for them).
+        cells: The question's stored cells: per-day series of segments they hold are read
+            there, not from the source.
     """
     if not q.periods.by_dates or not quality:
         return
@@ -89,11 +95,11 @@ def assign_data_quality(
     touched = [(c, issues) for c, issues in touched if issues]
     if not touched and shift is None:
         return
-    total = _Series.of(ctx, q, {})
+    total = _Series.of(ctx, q, {}, cells)
     repeated = {d for i in table_issues for d in _repeats(i)}
     own: dict[int, _Series] = {}
     for cause, issues in touched:
-        own[id(cause)] = _Series.of(ctx, q, cause.segment)
+        own[id(cause)] = _Series.of(ctx, q, cause.segment, cells)
         _judge_cause(q, cause, issues, own[id(cause)], total, repeated, z_crit, n_tested)
     if shift is not None:
         # the even shift is the move of what the root causes leave; overlapping causes cannot
@@ -101,7 +107,7 @@ def assign_data_quality(
         rest = total
         if causes and _disjoint([c.segment for c in causes]):
             for c in causes:
-                rest = rest.minus(own.get(id(c)) or _Series.of(ctx, q, c.segment))
+                rest = rest.minus(own.get(id(c)) or _Series.of(ctx, q, c.segment, cells))
         _judge_shift(q, shift, table_issues, rest, repeated, outside=rest is not total)
 
 
@@ -145,14 +151,19 @@ class _Series:
     evidence: Evidence
 
     @classmethod
-    def of(cls, ctx: ToolContext, q: Question, segment: dict[str, Any]) -> _Series:
-        """Run the per-day query of ``segment`` ({} for everything)."""
+    def of(
+        cls, ctx: ToolContext, q: Question, segment: dict[str, Any], cells: LeafDays | None
+    ) -> _Series:
+        """The per-day numbers of ``segment`` ({} for everything), from ``cells`` when they
+        hold it, else from its query on the source."""
         extra = tuple(
             Filter(column=k, op="is_null") if v is None else Filter(column=k, op="=", value=v)
             for k, v in segment.items()
         )
         metric = q.metric.model_copy(update={"filters": (*q.metric.filters, *extra)})
-        series, sql, params = daily_series(ctx, q.model_copy(update={"metric": metric}))
+        series, sql, params = daily_series(
+            ctx, q.model_copy(update={"metric": metric}), cells, segment
+        )
         which = ("baseline", "comparison")
         return cls(
             n={w: series[w]["n"] for w in which},

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 from itertools import combinations
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -43,6 +43,9 @@ from sql_tools._sql import (
     where_clause,
 )
 from tasks.engine.spec import Aggregate, DateRange, Question
+
+if TYPE_CHECKING:
+    from tasks.engine.leaf_days import LeafDays
 
 MAX_RESULT_ROWS = 6_000_000
 MAX_DIMENSION_VALUES = 1000
@@ -250,12 +253,15 @@ class EngineSql:
             m.denominator is not None and m.denominator.fn == "count_distinct"
         )
 
-    def leaves(self) -> exp.Select:
-        """One row per leaf with per-period statistics (``nb``, ``nc``, ``qnb``, ...)."""
+    def leaves(self, cells: exp.Expression | None = None) -> exp.Select:
+        """One row per leaf with per-period statistics (``nb``, ``nc``, ``qnb``, ...): from the
+        rows, or from ``cells`` (the table :meth:`cells` was stored in) when given."""
         dcols = [f"d{j}" for j in range(len(self.dims))]
         daily = self.q.metric.grain == "day"
         if not self.distinct and self.by_day:
-            return self._leaves_by_day(dcols)
+            return self._leaves_by_day(dcols, cells)
+        if cells is not None:
+            return self._leaves_of_cells(dcols, cells)
         if not self.distinct:
             b = self.base()
             aggs: list[exp.Expression] = []
@@ -324,28 +330,63 @@ class EngineSql:
             .group_by(*[_col(c) for c in dcols])
         )
 
-    def _leaves_by_day(self, dcols: list[str]) -> exp.Select:
-        """The leaves query through per-day cells: each leaf's statistics, plus the sums of its
-        squared daily totals (``vn``, ``vd``, ``vnd``)."""
+    def _cell_sums(self) -> list[exp.Expression]:
+        """A cell's sums of its rows' numerator and denominator, their squares and product, and
+        its rows (``n``, ``qn``, ``rows``, ``d``, ``qd``, ``qnd``)."""
         n, d = _col("__n"), _col("__d")
-        inner: list[exp.Expression] = [
+        sums: list[exp.Expression] = [
             exp.alias_(exp.Sum(this=n), "n"),
             exp.alias_(exp.Sum(this=exp.Mul(this=n.copy(), expression=n.copy())), "qn"),
             exp.alias_(exp.Count(this=exp.Star()), "rows"),
         ]
         if self.has_denominator:
-            inner += [
+            sums += [
                 exp.alias_(exp.Sum(this=d), "d"),
                 exp.alias_(exp.Sum(this=exp.Mul(this=d.copy(), expression=d.copy())), "qd"),
                 exp.alias_(exp.Sum(this=exp.Mul(this=n.copy(), expression=d.copy())), "qnd"),
             ]
-        keys = [*dcols, "__p", "__day"]
-        day_cells = (
-            exp.select(*[_col(k) for k in keys], *inner)
-            .from_(exp.alias_(exp.paren(self.base(with_day=True)), "b", table=True))
+        return sums
+
+    @property
+    def cell_sums(self) -> list[str]:
+        """The sums each cell carries (see :meth:`_cell_sums`)."""
+        return ["n", "qn", "rows", *(["d", "qd", "qnd"] if self.has_denominator else [])]
+
+    def cells(self, *, with_day: bool = False) -> exp.Select:
+        """The rows aggregated to cells: one per leaf, period (``__p``) and, ``with_day``, day
+        (``__day``), with :meth:`_cell_sums`. Every statistic of the leaves, and every sum over
+        a segment of the leaves, is a sum of cells (not for distinct counts)."""
+        dcols = [f"d{j}" for j in range(len(self.dims))]
+        keys = [*dcols, "__p", *(["__day"] if with_day else [])]
+        return (
+            exp.select(*[_col(k) for k in keys], *self._cell_sums())
+            .from_(exp.alias_(exp.paren(self.base(with_day=with_day)), "b", table=True))
             .group_by(*[_col(k) for k in keys])
         )
-        sums = ["n", "qn", "rows", *(["d", "qd", "qnd"] if self.has_denominator else [])]
+
+    def _leaves_of_cells(self, dcols: list[str], cells: exp.Expression) -> exp.Select:
+        """Each leaf's per-period statistics, summed from its stored cells."""
+        aggs = [
+            exp.alias_(_filtered_sum(_col(x), p), f"{x}{suffix}")
+            for p, suffix in ((0, "b"), (1, "c"))
+            for x in self.cell_sums
+        ]
+        return (
+            exp.select(*[_col(c) for c in dcols], *aggs)
+            .from_(cells.copy())
+            .group_by(*[_col(c) for c in dcols])
+        )
+
+    def _leaves_by_day(self, dcols: list[str], cells: exp.Expression | None) -> exp.Select:
+        """The leaves query through per-day cells (from the rows, or the stored ``cells``):
+        each leaf's statistics, plus the sums of its squared daily totals (``vn``, ``vd``,
+        ``vnd``)."""
+        day_cells = (
+            cells.copy()
+            if cells is not None
+            else exp.alias_(exp.paren(self.cells(with_day=True)), "dc", table=True)
+        )
+        sums = self.cell_sums
         squares = [("vn", "n", "n")]
         if self.has_denominator:
             squares += [("vd", "d", "d"), ("vnd", "n", "d")]
@@ -362,7 +403,7 @@ class EngineSql:
             ]
         return (
             exp.select(*[_col(c) for c in dcols], *aggs)
-            .from_(exp.alias_(exp.paren(day_cells), "dc", table=True))
+            .from_(day_cells)
             .group_by(*[_col(c) for c in dcols])
         )
 
@@ -429,8 +470,9 @@ class EngineSql:
         tree.set("group", exp.Group(grouping_sets=[grouping]))
         return tree
 
-    def cube(self, max_depth: int) -> exp.Select:
-        """Leaves plus every segment of 1..max_depth columns plus the total, as grouping sets."""
+    def cube(self, max_depth: int, cells: exp.Expression | None = None) -> exp.Select:
+        """Leaves plus every segment of 1..max_depth columns plus the total, as grouping sets
+        (the leaves from the rows, or from the stored ``cells``)."""
         k = len(self.dims)
         dcols = [f"d{j}" for j in range(k)]
         sets: list[tuple[str, ...]] = [tuple(dcols)]
@@ -448,7 +490,8 @@ class EngineSql:
             *[_col(c) for c in dcols],
             *[exp.alias_(exp.Sum(this=_col(s)), s) for s in stat_cols],
         ]
-        tree = exp.select(*sel).from_(exp.alias_(exp.paren(self.leaves()), "leaves", table=True))
+        leaves = exp.alias_(exp.paren(self.leaves(cells)), "leaves", table=True)
+        tree = exp.select(*sel).from_(leaves)
         tree.set("group", exp.Group(grouping_sets=[grouping]))
         return tree
 
@@ -493,15 +536,23 @@ class EngineSql:
         )
 
 
-def build_cube(ctx: ToolContext, q: Question, dims: list[str]) -> Cube:
-    """Run the leaves + grouping-sets query and return it as arrays."""
+def build_cube(
+    ctx: ToolContext, q: Question, dims: list[str], cells: LeafDays | None = None
+) -> Cube:
+    """Run the leaves + grouping-sets query and return it as arrays: on the stored ``cells`` of
+    ``dims`` when given (the cube keeps the SQL that computes it on the source)."""
     depth = q.max_depth or auto_depth(ctx, q, dims)
     sql = EngineSql(ctx, q, dims)
     text = to_sql(sql.cube(depth), ctx.dialect)
     import time
 
     start = time.perf_counter()
-    table = in_order(ctx.run_arrow(text, sql.params.values, max_rows=MAX_RESULT_ROWS), len(dims))
+    raw = (
+        cells.cube(depth)
+        if cells is not None
+        else ctx.run_arrow(text, sql.params.values, max_rows=MAX_RESULT_ROWS)
+    )
+    table = in_order(raw, len(dims))
     elapsed = (time.perf_counter() - start) * 1000
     k = len(dims)
     g = _numpy(table.column("__g")).astype(np.int64)
@@ -671,11 +722,22 @@ def _scales(q: Question) -> tuple[float, float]:
     return (1.0, 1.0)
 
 
-def daily_series(ctx: ToolContext, q: Question) -> tuple[dict[str, Any], str, dict[str, Any]]:
-    """Per-day numerator/denominator for each period, zero-filled over the period's days."""
+def daily_series(
+    ctx: ToolContext,
+    q: Question,
+    cells: LeafDays | None = None,
+    segment: dict[str, Any] | None = None,
+) -> tuple[dict[str, Any], str, dict[str, Any]]:
+    """Per-day numerator/denominator for each period, zero-filled over the period's days, and
+    the SQL computing them on the source. ``q``'s filters include ``segment``'s (given with
+    ``cells``, the sums are read from the cells when they hold the segment's columns)."""
     sql = EngineSql(ctx, q, [])
     text = to_sql(sql.daily(), ctx.dialect)
-    table: pa.Table = ctx.run_arrow(text, sql.params.values, max_rows=100_000)
+    table: pa.Table
+    if cells is not None and not sql.distinct and cells.covers(segment or {}):
+        table = cells.sums(segment or {}, by_day=True)
+    else:
+        table = ctx.run_arrow(text, sql.params.values, max_rows=100_000)
     out: dict[str, Any] = {}
     rows = table.to_pylist()
     for p, which in ((0, "baseline"), (1, "comparison")):
@@ -867,10 +929,21 @@ def segment_query(ctx: ToolContext, q: Question, segment: dict[str, Any]) -> Seg
     )
 
 
-def run_segment_query(ctx: ToolContext, q: Question, sq: SegmentQuery) -> SegmentQuery:
-    """Run ``sq`` and fill in the segment's metric per period (None where undefined)."""
-    out = ctx.run(sq.sql, sq.params, max_rows=10)
-    got = {int(p): (float(n or 0.0), float(d or 0.0)) for p, n, d in out.rows}
+def run_segment_query(
+    ctx: ToolContext,
+    q: Question,
+    sq: SegmentQuery,
+    cells: LeafDays | None = None,
+    segment: dict[str, Any] | None = None,
+) -> SegmentQuery:
+    """Fill in the segment's metric per period (None where undefined): ``sq`` run on the
+    source, or, given the stored ``cells`` holding ``segment``'s columns (the segment ``sq``
+    was built for), the same sums read from them."""
+    if cells is not None and segment is not None and cells.covers(segment):
+        got = cells.per_period(segment)
+    else:
+        out = ctx.run(sq.sql, sq.params, max_rows=10)
+        got = {int(p): (float(n or 0.0), float(d or 0.0)) for p, n, d in out.rows}
     scale = _scales(q)
     for p, which in ((0, "baseline"), (1, "comparison")):
         n, d = got.get(p, (0.0, 0.0))

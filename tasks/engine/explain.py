@@ -22,6 +22,7 @@ from tasks.engine import significance as sig
 from tasks.engine.clean_days import assign_data_quality
 from tasks.engine.cube import Cube, build_cube, daily_series
 from tasks.engine.distributions import ttest_rel, ttest_welch
+from tasks.engine.leaf_days import LeafDays, leaf_days
 from tasks.engine.result import (
     Change,
     DataQualityIssue,
@@ -109,6 +110,14 @@ class Analysis:
     # root causes' own p-values (Bonferroni-adjusted), by segment key: a mix cause is judged by
     # the test of its share, which the rate view's residual does not see
     cause_p: dict[str, float] = field(default_factory=dict)
+    # the source read once (None for a distinct count): the gate's and the findings' re-checks
+    # read their sums there
+    cells: LeafDays | None = None
+
+    def close(self) -> None:
+        """Let go of the stored cells (the analysis's numbers stay)."""
+        if self.cells is not None:
+            self.cells.close()
 
     def test(self, segment: dict[str, Any]) -> SegmentTest | None:
         """The engine's statistics for ``segment``; None when it was not among those searched
@@ -198,8 +207,11 @@ def _explain(ctx: ToolContext, q: Question) -> Analysis:
     t0 = time.perf_counter()
     dims, notes = _dimensions(ctx, q)
     # the data-quality queries do not depend on the search: they run on a second connection
-    # while the search's queries and arithmetic run on this one
-    checks = _Beside(ctx, lambda c: _quality(c, q, dims))
+    # while the search's queries and arithmetic run on this one, from when the source has been
+    # aggregated (the checks the cells can answer read them)
+    checks: _Beside[list[DataQualityIssue]] = _Beside(
+        ctx, lambda c, cells: _quality(c, q, dims, cells)
+    )
     try:
         return _explained(ctx, q, dims, notes, checks, t0)
     finally:
@@ -226,8 +238,10 @@ def _explained(
     depth, depth_notes = cube_mod.search_depth(ctx, q, search_dims)
     notes += depth_notes
     q = q.model_copy(update={"max_depth": depth})
-    cube = build_cube(ctx, q, search_dims)
-    series = daily_series(ctx, q)[0] if q.periods.by_dates else None
+    cells = leaf_days(ctx, q, search_dims)  # the one pass over the source's rows
+    checks.start(cells)
+    cube = build_cube(ctx, q, search_dims, cells)
+    series = daily_series(ctx, q, cells)[0] if q.periods.by_dates else None
     days = None
     if cube.days is not None and series is not None:
         # a leaf's day-to-day spread is measured over the days the table has rows for: days
@@ -268,7 +282,9 @@ def _explained(
         notes.append("the change is within the noise; no root causes are named")
         causes = []
     quality = checks.result()
-    assign_data_quality(ctx, q, causes, global_shift, quality, found.z_crit, found.tests)
+    assign_data_quality(
+        ctx, q, causes, global_shift, quality, found.z_crit, found.tests, cells
+    )
     direction = math.copysign(1.0, delta) if delta else 1.0
     causes.sort(key=lambda s: (-(s.contribution * direction > 0), -abs(s.contribution)))
     drivers, offsetting = _drivers(cube, contrib, found, eligible, direction)
@@ -277,7 +293,7 @@ def _explained(
     for c in [*causes, *drivers, *offsetting]:
         c.evidence = _evidence(ctx, q, c.segment)
     for c in causes:
-        _verify(ctx, q, c)
+        _verify(ctx, q, c, cells)
     for c in [*causes, *drivers, *offsetting]:
         c.share = c.contribution / delta if delta else None
     explained = sum(c.contribution for c in causes) / delta if delta and causes else None
@@ -341,7 +357,7 @@ def _explained(
         for c in causes
         for name in (c.segment, *c.aliases)
     }
-    return Analysis(explanation, cube, contrib, found, delta, cause_p)
+    return Analysis(explanation, cube, contrib, found, delta, cause_p, cells)
 
 
 def _besides(causes: list[Segment], movers: list[Segment]) -> list[Segment]:
@@ -402,23 +418,30 @@ def _days(p: DateRange | str) -> int | None:
 
 
 class _Beside(Generic[T]):
-    """``work(ctx)`` on a sibling connection (:meth:`ToolContext.sibling`) in a thread of its own,
-    its answer or its error at :meth:`result`; where the context has no sibling (Postgres),
-    ``work`` runs at once on ``ctx``. :meth:`close` stops the work if it is still running (the
-    caller failed first) and waits for the thread."""
+    """``work(ctx, *args)``, from :meth:`start`, on a sibling connection
+    (:meth:`ToolContext.sibling`) in a thread of its own, its answer or its error at
+    :meth:`result`; where the context has no sibling (Postgres), ``work`` runs at once on
+    ``ctx``. :meth:`close` stops the work if it is still running (the caller failed first) and
+    waits for the thread."""
 
-    def __init__(self, ctx: ToolContext, work: Callable[[ToolContext], T]) -> None:
-        self._twin = ctx.sibling()
+    def __init__(self, ctx: ToolContext, work: Callable[..., T]) -> None:
+        self._ctx, self._work = ctx, work
+        self._twin: ToolContext | None = None
         self._thread: threading.Thread | None = None
         self._answer: Future[T] = Future()
+
+    def start(self, *args: Any) -> None:
+        """Begin the work with ``args`` after the context."""
+        self._twin = self._ctx.sibling()
+        work = self._work
         if self._twin is None:
-            self._answer.set_result(work(ctx))  # an error is the caller's at once, as before
+            self._answer.set_result(work(self._ctx, *args))  # an error is the caller's at once
             return
         twin = self._twin
 
         def run() -> None:
             try:
-                self._answer.set_result(work(twin))
+                self._answer.set_result(work(twin, *args))
             except BaseException as exc:  # handed to the caller by result()
                 self._answer.set_exception(exc)
 
@@ -438,12 +461,14 @@ class _Beside(Generic[T]):
             self._twin = None
 
 
-def _quality(ctx: ToolContext, q: Question, dims: list[str]) -> list[DataQualityIssue]:
+def _quality(
+    ctx: ToolContext, q: Question, dims: list[str], cells: LeafDays | None
+) -> list[DataQualityIssue]:
     try:
         from tasks.engine.quality import check_quality
     except ImportError:  # pragma: no cover - the module ships with the engine
         return []
-    return check_quality(ctx, q, dims)
+    return check_quality(ctx, q, dims, cells)
 
 
 def _totals(ctx: ToolContext, q: Question, cube: Cube) -> dict[str, float | None]:
@@ -562,12 +587,13 @@ def _eligible(cube: Cube, min_support: float) -> np.ndarray:
     return share >= min_support
 
 
-def _verify(ctx: ToolContext, q: Question, c: Segment) -> None:
-    """Run a root cause's own query; its exact numbers replace the cube's where those can
-    differ (a distinct count summed over leaves counts a value once per leaf it appears in)."""
+def _verify(ctx: ToolContext, q: Question, c: Segment, cells: LeafDays | None) -> None:
+    """A root cause's numbers from its own query (summed from the stored cells, where there are
+    some); they replace the cube's where those can differ (a distinct count summed over leaves
+    counts a value once per leaf it appears in)."""
     assert c.evidence is not None
     sq = cube_mod.SegmentQuery(sql=c.evidence.sql, params=c.evidence.params, formula="")
-    cube_mod.run_segment_query(ctx, q, sq)
+    cube_mod.run_segment_query(ctx, q, sq, cells, c.segment)
     c.evidence.result = {"baseline": sq.baseline, "comparison": sq.comparison}
     if q.metric.kind == "distinct" and sq.baseline is not None and sq.comparison is not None:
         c.baseline, c.comparison = sq.baseline, sq.comparison

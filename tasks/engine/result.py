@@ -154,4 +154,9 @@ class Explanation(BaseModel):
     )
     dimensions: list[str] = []
     notes: list[str] = []
-    stats: dict[str, Any] = Field(default={}, description="Segments searched, timings, depth.")
+    stats: dict[str, Any] = Field(
+        default={},
+        description="Segments searched, timings, depth. An investigation adds `agent` and "
+        "`passes`: the reads of each source table (`tables`), and per step (`steps`: `open`, "
+        "`engine`, `hypotheses`, `verify`), before the report's charts.",
+    )

@@ -133,14 +133,16 @@ def test_duplicate_rows_found_when_rows_are_sampled_by_hash(both, monkeypatch):
 
 
 def test_a_failing_check_on_postgres_stops_the_question_before_the_search(both, monkeypatch):
-    """Postgres runs the data-quality checks on the question's own connection, first: their
-    error is the answer at once, without the search's scans."""
+    """Postgres runs the data-quality checks on the question's own connection, once the source
+    is aggregated (the checks read the cells): their error is the answer at once, before the
+    cube and the search."""
     from sql_tools import ToolInputError
+    from tasks.engine import explain as explain_mod
     from tasks.engine import quality
 
     searched = []
 
-    def broken(ctx, question, dimensions):
+    def broken(ctx, question, dimensions, cells=None):
         raise ToolInputError("the checks could not run", code="invalid_arguments")
 
     def leaves(*args, **kwargs):
@@ -148,7 +150,7 @@ def test_a_failing_check_on_postgres_stops_the_question_before_the_search(both, 
         return 0
 
     monkeypatch.setattr(quality, "check_quality", broken)
-    monkeypatch.setattr(cube_mod, "estimated_leaves", leaves)
+    monkeypatch.setattr(explain_mod, "build_cube", leaves)
     _, url = both["events"]
     with pytest.raises(ToolInputError, match="the checks could not run"):
         _explained(url, {"table": "events", "metric": "sum(revenue)", **DATES})

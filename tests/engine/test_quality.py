@@ -740,7 +740,7 @@ def test_checks_on_a_second_connection_give_the_issues_of_a_run_on_their_own(mis
 
 
 def test_a_failing_check_fails_the_explanation_with_its_own_error(missing_day_db, monkeypatch):
-    def broken(ctx, question, dimensions):
+    def broken(ctx, question, dimensions, cells=None):
         raise ToolInputError("the checks could not run", code="invalid_arguments")
 
     monkeypatch.setattr(quality, "check_quality", broken)
@@ -755,11 +755,11 @@ def test_a_failing_search_stops_the_checks_and_leaves_the_connection_usable(
 ):
     import threading
 
-    from tasks.engine import cube as cube_mod
+    from tasks.engine import explain as explain_mod
 
     started, ended = threading.Event(), []
 
-    def slow(ctx, question, dimensions):
+    def slow(ctx, question, dimensions, cells=None):
         started.set()
         # a query of hours on the second connection: stopped when the search fails
         try:
@@ -773,7 +773,8 @@ def test_a_failing_search_stops_the_checks_and_leaves_the_connection_usable(
         raise ToolInputError("the search failed", code="invalid_arguments")
 
     monkeypatch.setattr(quality, "check_quality", slow)
-    monkeypatch.setattr(cube_mod, "estimated_leaves", failing_search)
+    # the checks start once the source is aggregated: the cube built from it fails
+    monkeypatch.setattr(explain_mod, "build_cube", failing_search)
     with ToolContext(missing_day_db) as ctx:
         with pytest.raises(ToolInputError, match="the search failed"):
             analyze(ctx, _missing_day_question(ctx))

@@ -266,6 +266,15 @@ CASES: dict[str, tuple[str, Build]] = {
         "engine screening: two covers of a per-day distinct count (approximate, per day)",
         _engine(lambda s: s.cover_cells([(0, 1), (1, 2)]), DIMS, **DISTINCT_DAILY),
     ),
+    "engine_leaf_days_sum": (
+        "engine: the one pass over the source, the rows summed per leaf, period and day (the "
+        "cube, the daily series and the segments' sums are read from it)",
+        _engine(lambda s: s.cells(with_day=True), DIMS, **SALES),
+    ),
+    "engine_leaf_days_ratio": (
+        "engine: the one pass over the source for a ratio over period labels (no days)",
+        _engine(lambda s: s.cells(), ["region", "customers.tier"], **RATIO_BY_LABEL),
+    ),
     "engine_daily": (
         "engine daily series: per-day totals of a ratio",
         _engine(lambda s: s.daily(), [], **RATIO),

@@ -102,3 +102,21 @@ def test_postgres_guard_accepts_builder_shapes(sql):
 def test_postgres_guard_rejects(sql, why):
     with pytest.raises(QueryRejected, match=why):
         check_postgres_select(sql, {"sales"}, "public")
+
+
+READS = [
+    ("SELECT a FROM sales", {"sales": 1}),
+    ('WITH x AS (SELECT sum(a) AS s FROM "sales") SELECT s FROM x', {"sales": 1}),
+    ("SELECT 1 FROM sales AS s1 JOIN main.sales AS s2 ON s1.a = s2.a", {"sales": 2}),
+    ("WITH sales AS (SELECT a FROM main.sales) SELECT a FROM sales", {"sales": 1}),
+    ("SELECT 1", {}),
+]
+
+
+@pytest.mark.parametrize(("sql", "reads"), READS)
+def test_guard_counts_each_pass_over_a_source_table(con, sql, reads):
+    """A statement's passes over the user's tables: a reference to a table is one pass (a
+    self-join two); a CTE of the same name is not the table."""
+    assert dict(check_select(con, sql, {"sales"})) == reads
+    pg = sql.replace("main.", "public.")
+    assert dict(check_postgres_select(pg, {"sales"}, "public")) == reads

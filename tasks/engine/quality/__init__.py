@@ -10,9 +10,11 @@ SQL and parameters it came from.
 
 Queries (label periods run only the last three):
 
-1. coverage: first/last value of the time column -> ``partial_period``;
+1. coverage: first/last value of the time column -> ``partial_period``; the same pass counts
+   what query 3 counts (date periods read the rows once for both);
 2. rows per day, overall and per value of every dimension at once (``GROUPING SETS``, reduced
-   in SQL to the values worth checking) -> ``missing_days`` and ``segment_missing_days``;
+   in SQL to the values worth checking) -> ``missing_days`` and ``segment_missing_days``; read
+   from the question's cells when the engine has them (``tasks/engine/leaf_days.py``);
 3. rows and non-NULL counts per period of the dimensions and the metric's columns ->
    ``null_spike``;
 4. rows, distinct rows and their copy counts per day (per period for label periods), grouping
@@ -29,6 +31,7 @@ is in ``_scope``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from sql_tools._context import ToolContext
 from tasks.engine.quality._scope import (
@@ -66,6 +69,9 @@ from tasks.engine.quality.nulls import (
 from tasks.engine.result import DataQualityIssue
 from tasks.engine.spec import Question
 
+if TYPE_CHECKING:
+    from tasks.engine.leaf_days import LeafDays
+
 # the thresholds live in the module of the check that reads them (patch them there)
 __all__ = [
     "DUPLICATE_EXACT_MAX_ROWS",
@@ -91,7 +97,10 @@ _SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
 
 def check_quality(
-    ctx: ToolContext, question: Question, dimensions: Sequence[str]
+    ctx: ToolContext,
+    question: Question,
+    dimensions: Sequence[str],
+    cells: LeafDays | None = None,
 ) -> list[DataQualityIssue]:
     """Run every data-quality check that applies to ``question``.
 
@@ -99,6 +108,9 @@ def check_quality(
         ctx: The sandboxed tool context on the loaded database.
         question: Metric (table, filters, columns) and the two periods.
         dimensions: Canonical column references to check (joined ones as ``table.column``).
+        cells: The question's rows already summed per leaf, period and day: the rows per day
+            are read there when the cells hold every dimension checked (its evidence is still
+            the query on the source).
 
     Returns:
         Issues sorted by severity (error, warning, info), in check order within a severity.
@@ -107,14 +119,16 @@ def check_quality(
     """
     scope = _Scope.build(ctx, question, dimensions)
     issues: list[DataQualityIssue] = []
+    counted = None
     if scope.time is not None:
         coverage = _coverage(scope)
+        counted = coverage.out  # the null check's counts too: one pass for both
         issues += coverage.issues
         if coverage.first is not None:
-            days = _day_counts(scope)
+            days = _day_counts(scope, cells)
             issues += _missing_days(scope, coverage, days)
             issues += _segment_missing_days(scope, days)
-    rows = _null_spikes(scope)
+    rows = _null_spikes(scope, counted)
     issues += rows.issues
     issues += _duplicate_rows(scope, rows)
     issues += _non_finite(scope)

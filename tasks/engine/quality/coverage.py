@@ -10,20 +10,24 @@ from sqlglot import exp
 from sql_tools._context import QueryOutput
 from sql_tools.catalog import jsonable
 from tasks.engine.quality._scope import WHICH, Which, _as_day, _evidence, _iso, _Query, _Scope
+from tasks.engine.quality.nulls import _null_counts
 from tasks.engine.result import DataQualityIssue
 
 
 @dataclass
 class _Coverage:
-    """First and last day with data (after filters) and the partial-period issues."""
+    """First and last day with data (after filters) and the partial-period issues; ``out`` also
+    holds the null check's counts (:func:`~tasks.engine.quality.nulls._null_counts`)."""
 
     first: date | None
     last: date | None
+    out: QueryOutput
     issues: list[DataQualityIssue] = field(default_factory=list)
 
 
 def _coverage(scope: _Scope) -> _Coverage:
-    """First and last day with data; a period the data covers only partly (or not at all)."""
+    """First and last day with data; a period the data covers only partly (or not at all). The
+    same pass counts the rows and non-NULL values per period for the null check."""
     assert scope.time is not None
     q = _Query(scope)
     t = q.col(scope.time)
@@ -31,9 +35,10 @@ def _coverage(scope: _Scope) -> _Coverage:
         exp.Min(this=t).as_("first"),
         exp.Max(this=t.copy()).as_("last"),
         exp.Count(this=t.copy()).as_("rows"),
+        *_null_counts(scope, q),
     )
     out = q.run(q.base(sel).where(q.where()), max_rows=1)
-    cov = _Coverage(_as_day(out.rows[0][0]), _as_day(out.rows[0][1]))
+    cov = _Coverage(_as_day(out.rows[0][0]), _as_day(out.rows[0][1]), out)
     for which in WHICH:
         issue = _partial(scope, which, cov, out)
         if issue is not None:
@@ -65,7 +70,7 @@ def _partial(
             f"The {which} period {r.label} is only partly covered: {span}, so only {covered} "
             f"of its {r.days} days have data and its total is understated."
         )
-    first, last, rows = out.rows[0]
+    first, last, rows = out.rows[0][:3]
     return DataQualityIssue(
         kind="partial_period",
         message=message,

@@ -3,14 +3,15 @@ and ``segment_missing_days``."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
 from sql_tools._context import Column, QueryOutput
-from sql_tools._sql import ident
+from sql_tools._sql import ident, to_sql
 from sql_tools.catalog import jsonable
 from tasks.engine.quality._scope import (
     WHICH,
@@ -25,6 +26,9 @@ from tasks.engine.quality._scope import (
 )
 from tasks.engine.quality.coverage import _Coverage
 from tasks.engine.result import DataQualityIssue
+
+if TYPE_CHECKING:
+    from tasks.engine.leaf_days import LeafDays
 
 SEGMENT_MIN_SHARE = 0.01
 """A segment is checked for missing days when it holds at least this share of baseline rows..."""
@@ -55,15 +59,20 @@ class _DayCounts:
     segments: list[_SegmentDays]
 
 
-def _day_counts(scope: _Scope) -> _DayCounts:
-    """Run the days query and sort its rows into day totals and per-segment presence."""
+def _day_counts(scope: _Scope, cells: LeafDays | None = None) -> _DayCounts:
+    """Run the days query and sort its rows into day totals and per-segment presence: on the
+    stored ``cells`` when they hold every dimension checked (the evidence keeps the query on
+    the source)."""
     tree, q = _days_query(scope)
     k = len(scope.segment_dimensions)
     b, c = scope.range("baseline"), scope.range("comparison")
     # day totals for both periods, plus for each steady value (at most 100 per dimension:
     # each holds >= 1% of rows) its comparison days and its first baseline day
     max_rows = b.days + c.days + k * 100 * (c.days + 1) + 1
-    out = q.run(tree, max_rows=max_rows)
+    if cells is not None and cells.covers({d.ref: None for d in scope.segment_dimensions}):
+        out = _on_cells(scope, cells, tree, q, max_rows)
+    else:
+        out = q.run(tree, max_rows=max_rows)
     idx = {name: i for i, name in enumerate(out.columns)}
     full = 2**k - 1
     by_set = {full - 2 ** (k - 1 - i): i for i in range(k)}
@@ -94,7 +103,49 @@ def _day_counts(scope: _Scope) -> _DayCounts:
     return counts
 
 
-def _days_query(scope: _Scope) -> tuple[exp.Select, _Query]:
+def _on_cells(
+    scope: _Scope, cells: LeafDays, tree: exp.Select, q: _Query, max_rows: int
+) -> QueryOutput:
+    """The days query's rows from the stored cells, as the output of ``tree`` (its SQL on the
+    source and its parameters): the same query, its rows per day and value summed from
+    the cells instead of counted from the rows."""
+    local, lq = _days_query(scope, cells)
+    start = time.perf_counter()
+    columns, rows = cells.fetch(local, lq.params.values, max_rows)
+    elapsed = (time.perf_counter() - start) * 1000
+    params = {k: jsonable(v) for k, v in q.params.values.items()}
+    return QueryOutput(columns, rows, to_sql(tree, scope.ctx.dialect), params, elapsed)
+
+
+def _grouped_cells(scope: _Scope, cells: LeafDays) -> exp.Select:
+    """The days query's first step on the stored cells: rows per day, overall and per value of
+    each dimension, summed from the cells (the same filters and periods made them)."""
+    picked = exp.select(
+        _c("__day"),
+        *[
+            _c(f"d{cells.dims.index(d.ref)}").as_(f"s{i}")
+            for i, d in enumerate(scope.segment_dimensions)
+        ],
+        _c("rows"),
+    ).from_(cells.table)
+    dims = [_c(f"s{i}") for i in range(len(scope.segment_dimensions))]
+    sets = [exp.Tuple(expressions=[_c("__day")])] + [
+        exp.Tuple(expressions=[_c("__day"), d.copy()]) for d in dims
+    ]
+    gid = exp.Grouping(expressions=[d.copy() for d in dims]) if dims else exp.Literal.number(0)
+    return (
+        exp.select(
+            _c("__day").as_("day"),
+            *[d.as_(f"d{i}") for i, d in enumerate(dims)],
+            gid.as_("set"),
+            exp.Sum(this=_c("rows")).as_("rows"),
+        )
+        .from_(exp.alias_(exp.paren(picked), "c", table=True))
+        .group_by(exp.GroupingSets(expressions=sets))
+    )
+
+
+def _days_query(scope: _Scope, cells: LeafDays | None = None) -> tuple[exp.Select, _Query]:
     """Rows per day, overall and per value of every dimension, in one pass (``GROUPING SETS``).
 
     Output: the day totals of both periods (``set`` = ``2^k - 1``, every dimension rolled up),
@@ -103,22 +154,25 @@ def _days_query(scope: _Scope) -> tuple[exp.Select, _Query]:
     comparison rows at all still shows up). ``set`` is ``GROUPING(d0, ..., dk-1)``.
     """
     q = _Query(scope)
-    day = q.day()
     dims = [q.col(d) for d in scope.segment_dimensions]
     full = 2 ** len(dims) - 1
-    sets = [exp.Tuple(expressions=[day.copy()])] + [
-        exp.Tuple(expressions=[day.copy(), d.copy()]) for d in dims
-    ]
-    gid = exp.Grouping(expressions=[d.copy() for d in dims]) if dims else exp.Literal.number(0)
-    grouped = q.base(
-        exp.select(
-            day.as_("day"),
-            *[d.as_(f"d{i}") for i, d in enumerate(dims)],
-            gid.as_("set"),
-            exp.Count(this=exp.Star()).as_("rows"),
-        )
-    ).where(q.where(q.in_either()))
-    grouped = grouped.group_by(exp.GroupingSets(expressions=sets))
+    if cells is not None:
+        grouped = _grouped_cells(scope, cells)
+    else:
+        day = q.day()
+        sets = [exp.Tuple(expressions=[day.copy()])] + [
+            exp.Tuple(expressions=[day.copy(), d.copy()]) for d in dims
+        ]
+        gid = exp.Grouping(expressions=[d.copy() for d in dims]) if dims else exp.Literal.number(0)
+        grouped = q.base(
+            exp.select(
+                day.as_("day"),
+                *[d.as_(f"d{i}") for i, d in enumerate(dims)],
+                gid.as_("set"),
+                exp.Count(this=exp.Star()).as_("rows"),
+            )
+        ).where(q.where(q.in_either()))
+        grouped = grouped.group_by(exp.GroupingSets(expressions=sets))
     seg = [_c("set")] + [_c(f"d{i}") for i in range(len(dims))]
     is_full = exp.EQ(this=_c("set"), expression=exp.Literal.number(full))
 

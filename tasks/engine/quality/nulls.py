@@ -30,18 +30,30 @@ class _PeriodRows:
     issues: list[DataQualityIssue]
 
 
-def _null_spikes(scope: _Scope) -> _PeriodRows:
-    """Rows per period, and columns whose NULL rate jumps (or drops) between the periods."""
-    columns = _null_columns(scope)
-    q = _Query(scope)
+def _null_counts(scope: _Scope, q: _Query) -> list[exp.Expression]:
+    """Rows per period and the non-NULL values of each column per period, each counted under
+    its period's condition: they hold in a query over the filtered rows of every day (the
+    coverage query carries them, so the two checks share one pass)."""
     exprs: list[exp.Expression] = [
         _count_if(q.in_period("baseline")).as_("baseline_rows"),
         _count_if(q.in_period("comparison")).as_("comparison_rows"),
     ]
-    for i, col in enumerate(columns):
+    for i, col in enumerate(_null_columns(scope)):
         for which in WHICH:
             exprs.append(_count_if(q.in_period(which), q.col(col)).as_(f"{which}_nonnull_{i}"))
-    out = q.run(q.base(exp.select(*exprs)).where(q.where(q.in_either())), max_rows=1)
+    return exprs
+
+
+def _null_spikes(scope: _Scope, counted: QueryOutput | None = None) -> _PeriodRows:
+    """Rows per period, and columns whose NULL rate jumps (or drops) between the periods: from
+    ``counted`` (a query that carried :func:`_null_counts`) when given, else from a query of
+    their own."""
+    columns = _null_columns(scope)
+    out = counted
+    if out is None:
+        q = _Query(scope)
+        tree = q.base(exp.select(*_null_counts(scope, q))).where(q.where(q.in_either()))
+        out = q.run(tree, max_rows=1)
     row = dict(zip(out.columns, out.rows[0], strict=True))
     nb, nc = row["baseline_rows"], row["comparison_rows"]
     rows = _PeriodRows(nb, nc, [])

@@ -1,0 +1,46 @@
+-- engine_leaf_days_sum: engine: the one pass over the source, the rows summed per leaf, period and day (the cube, the daily series and the segments' sums are read from it)
+-- p1 = datetime.date(2024, 1, 1)
+-- p2 = datetime.date(2024, 1, 7)
+-- p3 = datetime.date(2024, 1, 8)
+-- p4 = datetime.date(2024, 1, 14)
+-- p5 = 'LATAM'
+SELECT
+  "d0",
+  "d1",
+  "d2",
+  "__p",
+  "__day",
+  SUM("__n") AS "n",
+  SUM("__n" * "__n") AS "qn",
+  COUNT(*) AS "rows"
+FROM (
+  SELECT
+    "t0"."region" AS "d0",
+    "t0"."product" AS "d1",
+    "t1"."tier" AS "d2",
+    CASE WHEN "t0"."day" BETWEEN %(p3)s AND %(p4)s THEN 1 ELSE 0 END AS "__p",
+    CAST("t0"."day" AS DATE) AS "__day",
+    CAST(CASE
+      WHEN (
+        "t0"."revenue" > CAST('-Infinity' AS DOUBLE PRECISION)
+        AND "t0"."revenue" < CAST('Infinity' AS DOUBLE PRECISION)
+      )
+      THEN "t0"."revenue"
+      ELSE NULL
+    END AS DOUBLE PRECISION) AS "__n",
+    1 AS "__d"
+  FROM "sales" AS "t0"
+  LEFT JOIN "customers" AS "t1"
+    ON "t0"."customer_id" = "t1"."customer_id"
+  WHERE
+    "t0"."region" <> %(p5)s
+    AND (
+      "t0"."day" BETWEEN %(p1)s AND %(p2)s OR "t0"."day" BETWEEN %(p3)s AND %(p4)s
+    )
+) AS "b"
+GROUP BY
+  "d0",
+  "d1",
+  "d2",
+  "__p",
+  "__day"

@@ -1,0 +1,45 @@
+-- engine_leaf_days_sum: engine: the one pass over the source, the rows summed per leaf, period and day (the cube, the daily series and the segments' sums are read from it)
+-- p1 = datetime.date(2024, 1, 1)
+-- p2 = datetime.date(2024, 1, 7)
+-- p3 = datetime.date(2024, 1, 8)
+-- p4 = datetime.date(2024, 1, 14)
+-- p5 = 'LATAM'
+SELECT
+  "d0",
+  "d1",
+  "d2",
+  "__p",
+  "__day",
+  SUM("__n") AS "n",
+  SUM("__n" * "__n") AS "qn",
+  COUNT(*) AS "rows"
+FROM (
+  SELECT
+    "t0"."region" AS "d0",
+    "t0"."product" AS "d1",
+    "t1"."tier" AS "d2",
+    IFF("t0"."day" BETWEEN :3 AND :4, 1, 0) AS "__p",
+    CAST("t0"."day" AS DATE) AS "__day",
+    CAST(IFF(
+      (
+        NOT "t0"."revenue" IN (CAST('NaN' AS DOUBLE), CAST('inf' AS DOUBLE), CAST('-inf' AS DOUBLE))
+      ),
+      "t0"."revenue",
+      NULL
+    ) AS DOUBLE) AS "__n",
+    1 AS "__d"
+  FROM "sales" AS "t0"
+  LEFT JOIN "customers" AS "t1"
+    ON "t0"."customer_id" = "t1"."customer_id"
+  WHERE
+    "t0"."region" <> :5
+    AND (
+      "t0"."day" BETWEEN :1 AND :2 OR "t0"."day" BETWEEN :3 AND :4
+    )
+)
+GROUP BY
+  "d0",
+  "d1",
+  "d2",
+  "__p",
+  "__day"
