@@ -806,19 +806,19 @@ def _ripple_gain(
 
 
 def _leaf_gain(f: np.ndarray, v: np.ndarray, k: np.ndarray) -> np.ndarray:
-    """Per leaf, the absolute error a factor ``k`` removes, read both ways: the expectation
-    moved up to what was observed (``|v - f| - |v - k f|``) and what was observed moved back to
-    the expectation (``|f - v| - |f - v / k|``), averaged. Read one way only, a rise costs more
-    than the same fall (absolute error is least at the median, and sparse leaves are skewed: a
-    leaf with nothing observed only loses when its expectation is raised), so a cause that rose
-    lost to noise that fell, and the same data asked the other way round told another story.
-    A leaf with nothing before (``k`` infinite) is fitted to what it shows."""
+    """Per leaf, the absolute error a factor ``k`` removes, read in the direction of the fall:
+    ``|v - f| - |v - k f|`` for a fall, and for a rise the same read from the comparison back
+    to the baseline (``|f - v / k|``, which is ``|v - k f| / k``). Read forward only, a rise
+    costs more than the same fall (absolute error is least at the median, and sparse leaves
+    are skewed: a leaf with nothing observed only loses when its expectation is raised), so a
+    cause that rose lost to noise that fell, and the same data asked the other way round told
+    another story; read as a fall either way, a leaf pair scores the same whichever period is
+    the baseline. A leaf with nothing before (``k`` infinite) is fitted to what it shows."""
     base = np.abs(v - f)
     finite = np.isfinite(k)
     kk = np.where(finite, k, 1.0)
-    up = np.abs(v - f * kk)
-    back = np.where(kk > 0, np.abs(f - v / np.where(kk > 0, kk, 1.0)), up)
-    return np.where(finite, base - 0.5 * (up + back), base)
+    after = np.abs(v - f * kk) / np.maximum(kk, 1.0)
+    return np.where(finite, base - after, base)
 
 
 def story_score(found: Search) -> float:
