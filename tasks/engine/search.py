@@ -14,8 +14,8 @@ The model, per leaf ``i`` (one combination of all searched dimensions):
 A segment ``S`` is a candidate when its residual ``V_S - F_S`` is significant after correcting
 for the independent tests the searched segments are worth (:func:`effective_tests`). The step
 takes the candidate whose *ripple* fit (every leaf of ``S`` moved by the segment's own factor
-``V_S / F_S``) removes the most absolute leaf error in noise units, read both ways so a rise and
-the same fall weigh alike (:func:`_leaf_gain`); all picks' factors are then fitted together
+``V_S / F_S``) removes the most absolute leaf error in noise units, read in the direction of
+the fall so a rise and the same fall weigh alike (:func:`_leaf_gain`); all picks' factors are then fitted together
 (:func:`_refit`), and the search repeats. A parent whose change sits in one child loses to the
 child (the fit spreads the change over siblings that did not move); a child that merely
 follows its parent loses to the parent (it explains only part); so each cause is reported
