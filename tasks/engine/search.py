@@ -500,6 +500,12 @@ def search(
             PS_fit = groups.sums(w_fit, n_seg)
             z_new = R / np.sqrt(_conditional_variance(groups, w_fit, PS_fit, margins, n_seg))
             cand &= np.abs(z_new) >= threshold
+            if __import__("os").environ.get("DD_REST", "0") == "1" and explained.any():
+                rest = ~explained
+                R_rest = groups.sums(v - f, n_seg, where=rest)
+                P_rest = groups.sums(w, n_seg, where=rest)
+                z_rest = R_rest / np.sqrt(np.maximum(P_rest, 1e-300))
+                cand &= np.abs(z_rest) >= threshold
         if not cand.any():
             break
         units = s if gain_units == "noise" else np.ones_like(s)
