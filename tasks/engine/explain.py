@@ -338,7 +338,6 @@ def _explained(
         stats={
             "segments": int(len(cube.seg_mask)),
             "segments_tested": found.n_tested,
-            "independent_tests": round(found.tests, 1),
             "leaves": int(len(cube.leaf_codes)),
             "max_depth": q.max_depth,
             "z_threshold": round(found.z_crit, 3),

@@ -11,8 +11,8 @@ The model, per leaf ``i`` (one combination of all searched dimensions):
   (the mean of ``r_i^2 / P_i`` per size bin, leaves beyond the noise left out), so
   pre-aggregated and event-level data both get a fitting noise level.
 
-A segment ``S`` is a candidate when its residual ``V_S - F_S`` is significant after correcting
-for the independent tests the searched segments are worth (:func:`effective_tests`). The step
+A segment ``S`` is a candidate when its residual ``V_S - F_S`` is significant after a Bonferroni
+correction over every segment searched. The step
 takes the candidate whose *ripple* fit (every leaf of ``S`` moved by the segment's own factor
 ``V_S / F_S``) removes the most absolute leaf error in noise units, read in the direction of
 the fall so a rise and the same fall weigh alike (:func:`_leaf_gain`); all picks' factors are then fitted together
@@ -41,7 +41,6 @@ single noisy cells through).
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,15 +104,11 @@ class Search:
     fit: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
     # which leaves each segment holds (built by the search; reused by whatever weighs its picks)
     groups: Groups | None = None
-    # the number of independent tests the searched segments are worth (nested segments share
-    # leaves, so their moves are correlated): what the correction counts
-    n_effective: float | None = None
 
     @property
     def tests(self) -> float:
-        """What the multiple-testing correction counts: the independent tests the searched
-        segments are worth (the segments searched when not measured)."""
-        return self.n_effective if self.n_effective is not None else float(self.n_tested)
+        """What the multiple-testing correction counts: the segments searched."""
+        return float(self.n_tested)
 
     @property
     def bounds(self) -> np.ndarray:
@@ -334,12 +329,12 @@ def ratio_leaves(
     # spread above is zero but for rounding), so count-like (Poisson) noise on the numerator
     # stands in; the dispersion rescales it
     poisson = np.abs(nc) + scale**2 * np.abs(nb)
-    if "rowsb" in leaf:
-        # counts of the numerator's typical row: a variance in the numerator's units squared,
-        # as the row-level spread is, so the metric's units do not change which leaves count
-        rows = float((leaf["rowsb"] + leaf["rowsc"]).sum())
-        unit = float((np.abs(nb) + np.abs(nc)).sum()) / rows if rows > 0 else 1.0
-        poisson = poisson * max(unit, 1e-300)
+    # in the numerator's units squared, as the row-level spread is (a compound-Poisson sum's
+    # variance is its total times the rows' mean square over their mean: 1 for counts), so the
+    # metric's units do not change which leaves count
+    total = float((np.abs(nb) + np.abs(nc)).sum())
+    unit = float((leaf["qnb"] + leaf["qnc"]).sum()) / total if total > 0 else 1.0
+    poisson = poisson * max(unit, 1e-300)
     single = (leaf["rowsb"] <= 1) & (leaf["rowsc"] <= 1) if "rowsb" in leaf else P <= 0
     P = _floor(np.where(single | (P <= 1e-9 * poisson), poisson, P))
     r = nc - f * _typical_factor(nc, f)
@@ -464,8 +459,7 @@ def search(
     s = np.sqrt(leaves.phi * leaves.P)
     w = leaves.P * leaves.phi
     PS = groups.sums(w, n_seg)
-    n_eff = effective_tests(cube, groups, w, PS, eligible)
-    z_crit = sig.bonferroni_z(n_eff, alpha)
+    z_crit = sig.bonferroni_z(n_tested, alpha)
     # a heavy leaf tail widens the bound of segments made of few leaves (by noise weight); a
     # sum of m leaves has 1/m of their excess tail
     m_eff = PS**2 / np.maximum(groups.sums(w**2, n_seg), 1e-300)
@@ -500,7 +494,10 @@ def search(
             PS_fit = groups.sums(w_fit, n_seg)
             z_new = R / np.sqrt(_conditional_variance(groups, w_fit, PS_fit, margins, n_seg))
             cand &= np.abs(z_new) >= threshold
-            if __import__("os").environ.get("DD_REST", "0") == "1" and explained.any():
+            if explained.any():
+                # and on the leaves the picks leave unexplained: a cause's leaves rarely all
+                # move by one factor, and a segment cutting across it must not pass on that
+                # scatter (what the joint fit cannot tell from a cause of its own)
                 rest = ~explained
                 R_rest = groups.sums(v - f, n_seg, where=rest)
                 P_rest = groups.sums(w, n_seg, where=rest)
@@ -580,11 +577,7 @@ def search(
         remainder,
         fit=(VS, FS, PS),
         groups=groups,
-        n_effective=n_eff,
     )
-
-
-SIMULATIONS = 64
 
 
 def _refit(f0: np.ndarray, v: np.ndarray, margins: list[np.ndarray], rounds: int = 50) -> np.ndarray:
@@ -653,63 +646,6 @@ def _conditional_variance(
     sol = np.linalg.lstsq(A, C, rcond=None)[0]
     V = PS - np.einsum("js,js->s", C, sol)
     return np.maximum(V, 1e-3 * np.maximum(PS, 1e-300))
-
-
-def effective_tests(
-    cube: Cube, groups: Groups, w: np.ndarray, PS: np.ndarray, eligible: np.ndarray
-) -> float:
-    """How many independent tests the searched segments are worth, from the null law of the
-    largest ``|z|`` among them.
-
-    Segments nest (``a = 1`` holds ``a = 1 & b = 2``), so their moves under pure noise are
-    correlated and the largest ``|z|`` among N segments is smaller than among N independent
-    ones: Bonferroni over N overstates the bound. The leaves' noise (variance ``w``) is drawn
-    :data:`SIMULATIONS` times, every searched segment's ``z`` computed, and the median of the
-    largest ``|z|`` gives the number M of independent tests with that median; the bound is then
-    Bonferroni over M (at most the segments searched). The draws are a function of each leaf's
-    values alone (not of the order of rows or columns, nor of the columns' names), so the same
-    data asked the same question gets the same bound."""
-    n_tested = max(int(eligible.sum()), 1)
-    if n_tested <= 1 or len(w) == 0:
-        return float(n_tested)
-    noise = _leaf_normals(cube) * np.sqrt(np.maximum(w, 0.0))[:, None]
-    k = noise.shape[1]
-    largest = np.zeros(k)
-    for seg_ids, leaf_gid, n in groups.cuboids:
-        segs = seg_ids[eligible[seg_ids]]
-        gid = groups.seg_gid[segs]
-        segs, gid = segs[gid >= 0], gid[gid >= 0]
-        if segs.size == 0:
-            continue
-        index = (leaf_gid[:, None] * k + np.arange(k)).ravel()
-        sums = np.bincount(index, weights=noise.ravel(), minlength=n * k).reshape(n, k)
-        z = np.abs(sums[gid]) / np.sqrt(np.maximum(PS[segs], 1e-300))[:, None]
-        largest = np.maximum(largest, z.max(axis=0))
-    return sig.independent_tests(float(np.median(largest)), n_tested)
-
-
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-
-
-def _mix64(x: np.ndarray) -> np.ndarray:
-    """SplitMix64's finaliser: a well-spread 64-bit hash of each ``x`` (wrapping arithmetic)."""
-    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
-
-
-def _leaf_normals(cube: Cube) -> np.ndarray:
-    """Standard normal draws, :data:`SIMULATIONS` per leaf, seeded by the leaf's values: the sum
-    of a hash of each of its values' text (a sum, so the columns' order and names do not count)."""
-    key = np.zeros(len(cube.leaf_codes), dtype=np.uint64)
-    for j, vals in enumerate(cube.values):
-        text = [repr(v).encode() for v in vals]
-        h = np.array([zlib.crc32(t) | (zlib.crc32(t[::-1]) << 32) for t in text], dtype=np.uint64)
-        key += _mix64(h)[cube.leaf_codes[:, j]] if len(h) else np.uint64(0)
-    draws = np.arange(1, SIMULATIONS + 1, dtype=np.uint64) * _GOLDEN
-    bits = _mix64(key[:, None] + draws[None, :])
-    u = ((bits >> np.uint64(11)).astype(np.float64) + 0.5) * 2.0**-53
-    return norm_isf(u)
 
 
 def _climb(

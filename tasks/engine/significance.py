@@ -27,16 +27,6 @@ def bonferroni_z(n_tested: float, alpha: float = ALPHA) -> float:
     return float(norm_isf(alpha / (2 * max(float(n_tested), 1.0))))
 
 
-def independent_tests(median_largest: float, n_tested: int) -> float:
-    """The number M of independent normal tests whose largest ``|z|`` has median
-    ``median_largest`` (``1 - (1 - p)^M = 1/2`` with ``p`` its two-sided p-value), between 1
-    and ``n_tested``."""
-    p = float(2 * norm_sf(median_largest))
-    if not 0 < p < 1:
-        return float(n_tested)
-    return float(min(max(math.log(0.5) / math.log1p(-p), 1.0), n_tested))
-
-
 def one_sided_z(alpha: float = ALPHA) -> float:
     """The ``z`` of a single planned one-sided test (the direction known before looking)."""
     return float(norm_isf(alpha))
