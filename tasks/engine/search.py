@@ -230,20 +230,14 @@ def _day_dispersion(
     leaf: dict[str, np.ndarray],
     size: np.ndarray,
     across: np.ndarray,
-    measured: bool,
 ) -> np.ndarray:
     """The dispersion measured inside each leaf, from its day-to-day spread: per size bin, the
     leaves' daily variance over their row-level variance (pooled). Movers do not inflate it (a
     leaf that fell between the periods has no more spread within them), so it holds with few
-    leaves, where a dispersion measured across leaves is mostly the movers' own move.
-
-    Event rows of an additive metric (days holding several rows of one leaf) take it as it is:
-    their row-level variance is the compound-Poisson model's, and regular users or rows that
-    come in fixed numbers vary less than it (a dispersion below 1), day shocks more. Otherwise
-    the smaller of it and the dispersion across leaves (``across``) is taken; a ratio's event
-    rows (``measured``: their row-level variance is the rows' own spread, which the days can
-    only add to) never go below it (a dispersion of 1); pre-aggregated rows (one per leaf and
-    day) have no row-level variance."""
+    leaves, where a dispersion measured across leaves is mostly the movers' own move. The
+    smaller of it and the dispersion across leaves (``across``) is taken. Event rows (days
+    holding several rows of one leaf) never go below the row-level variance itself (a
+    dispersion of 1); pre-aggregated rows (one per leaf and day) have no row-level variance."""
     ok = P > 0
     out = np.ones_like(P)
     bins, n_bins = _size_bins(np.abs(size), ok)
@@ -253,11 +247,6 @@ def _day_dispersion(
             out[bins == k] = max(float(V[sel].sum()) / max(float(P[sel].sum()), 1e-300), 1e-12)
     rows = float((leaf["rowsb"] + leaf["rowsc"]).sum())
     events = rows > 1.05 * float((leaf["cellsb"] + leaf["cellsc"]).sum())  # days of several rows
-    if events and not measured:
-        # a count-like variance (additive rows) is a model, not a measurement: the days are
-        # the measurement, whether above it (shocks) or below it (regular users, rows that
-        # come in fixed numbers), and they are not moved by a cause
-        return out
     # each view can be inflated by something that is not noise: the spread across leaves by the
     # leaves a cause moved, the spread within them by a day the data got wrong (loaded twice,
     # half missing); the noise is no larger than the smaller of the two
@@ -294,7 +283,7 @@ def additive_leaves(leaf: dict[str, np.ndarray], days: tuple[float, float] | Non
         V = _day_variance(scaled, days, np.zeros_like(b), np.zeros_like(b))
     phi = _dispersion(r, Pm, b + c)
     if V is not None:
-        phi = _day_dispersion(V, Pm, leaf, b + c, phi, measured=False)
+        phi = _day_dispersion(V, Pm, leaf, b + c, phi)
     return Leaves(
         f=b.copy(), v=c.copy(), P=P, g=overall - 1.0, phi=phi, tail=_tail(r, Pm, phi), Pb=Pb
     )
@@ -352,7 +341,7 @@ def ratio_leaves(
         V = _day_variance(scaled, days, rb, rc)
     phi = _dispersion(r, P, f + nc)
     if V is not None:
-        phi = _day_dispersion(V, P, leaf, f + nc, phi, measured=True)
+        phi = _day_dispersion(V, P, leaf, f + nc, phi)
     return Leaves(f=f, v=nc.copy(), P=P, g=g, phi=phi, tail=_tail(r, P, phi))
 
 
