@@ -263,29 +263,19 @@ def additive_leaves(leaf: dict[str, np.ndarray], days: tuple[float, float] | Non
     """
     b, c = leaf["nb"], leaf["nc"]
     overall = c.sum() / b.sum() if b.sum() > 0 else 1.0
-    # the noise is measured halfway between the periods: the comparison scaled down and the
-    # baseline up by the square root of the overall factor, so the dispersion is the same
-    # whichever period is called the baseline, and so is every segment's |z|
-    h = float(np.sqrt(overall)) if overall > 0 else 1.0
-    Pm = _floor(leaf["qnc"] / h**2 + h**2 * leaf["qnb"])
-    r = c / h - b * h
-    P = _floor(leaf["qnc"] + leaf["qnb"])
-    Pb = np.minimum(leaf["qnb"], P)
+    P = _floor(leaf["qnc"] + overall**2 * leaf["qnb"])
+    Pb = np.minimum(overall**2 * leaf["qnb"], P)
+    r = c - b * overall
     V = None
     if days and "vnb" in leaf:
-        scaled = {
-            **leaf,
-            "vnb": leaf["vnb"] * h**2,
-            "nb": b * h,
-            "vnc": leaf["vnc"] / h**2,
-            "nc": c / h,
-        }
+        # the baseline enters the residual scaled by the overall factor
+        scaled = {**leaf, "vnb": leaf["vnb"] * overall**2, "nb": b * overall}
         V = _day_variance(scaled, days, np.zeros_like(b), np.zeros_like(b))
-    phi = _dispersion(r, Pm, b + c)
+    phi = _dispersion(r, P, b + c)
     if V is not None:
-        phi = _day_dispersion(V, Pm, leaf, b + c, phi)
+        phi = _day_dispersion(V, P, leaf, b + c, phi)
     return Leaves(
-        f=b.copy(), v=c.copy(), P=P, g=overall - 1.0, phi=phi, tail=_tail(r, Pm, phi), Pb=Pb
+        f=b.copy(), v=c.copy(), P=P, g=overall - 1.0, phi=phi, tail=_tail(r, P, phi), Pb=Pb
     )
 
 

@@ -243,7 +243,7 @@ def test_offsetting_movers_are_said_plainly(reports: dict[str, dict[str, Any]]) 
     for text in (r["md"], page_text(r["html"])):
         text = text.split("Hypotheses", 1)[0]  # the report's own words, not the planner's
         assert re.search(r"net \+0\.\d% hides larger moves that cancel out: a [+-]\d", text)
-        assert "fall (-6," in text and "platform = android" in text
+        assert "fall (-13," in text and "platform = android" in text
         shares = [float(s.replace(",", "")) for s in SHARE.findall(text)]
         assert shares and all(abs(s) <= 100 for s in shares), shares
         assert "of the gross movement" in text or "share of all movement" in text
