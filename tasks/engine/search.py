@@ -12,16 +12,16 @@ The model, per leaf ``i`` (one combination of all searched dimensions):
   pre-aggregated and event-level data both get a fitting noise level.
 
 A segment ``S`` is a candidate when its residual ``V_S - F_S`` is significant after a Bonferroni
-correction over every segment searched. The step
-takes the candidate whose *ripple* fit (every leaf of ``S`` moved by the segment's own factor
-``V_S / F_S``) removes the most absolute leaf error in noise units, read in the direction of
-the fall so a rise and the same fall weigh alike (:func:`_leaf_gain`); all picks' factors are then fitted together
-(:func:`_refit`), and the search repeats. A parent whose change sits in one child loses to the
-child (the fit spreads the change over siblings that did not move); a child that merely
-follows its parent loses to the parent (it explains only part); so each cause is reported
-once, at the most specific level that carries it. When the ripple fit prefers the largest piece
-of a segment whose other pieces moved the same way (beyond the noise, by at least three tenths
-as much in log factor), the pick moves up to that segment (:func:`_climb`).
+correction over every segment searched. The step takes the candidate whose *ripple* fit (every
+leaf of ``S`` moved by the segment's own factor ``V_S / F_S``) removes the most absolute leaf
+error in noise units, read in the direction of the fall so a rise and the same fall weigh alike
+(:func:`_leaf_gain`); all picks' factors are then fitted together (:func:`_refit`), and the
+search repeats. A parent whose change sits in one child loses to the child (the fit spreads the
+change over siblings that did not move); a child that merely follows its parent loses to the
+parent (it explains only part); so each cause is reported once, at the most specific level that
+carries it. When the ripple fit prefers the largest piece of a segment whose other pieces moved
+the same way (beyond the noise, by at least three tenths as much in log factor), the pick moves
+up to that segment (:func:`_climb`).
 
 Whether an even move of everything is an even shift or its largest pieces is decided by weighing
 both tellings as whole stories (:func:`search_stories`).
@@ -559,7 +559,9 @@ def search(
     )
 
 
-def _refit(f0: np.ndarray, v: np.ndarray, margins: list[np.ndarray], rounds: int = 50) -> np.ndarray:
+def _refit(
+    f0: np.ndarray, v: np.ndarray, margins: list[np.ndarray], rounds: int = 50
+) -> np.ndarray:
     """The picks' factors fitted together (iterative proportional fitting): every pick's
     expected total equals its observed total, each leaf expected at its baseline times the
     factors of the picks that hold it. Fitted one at a time, a pick that overlaps a later one
@@ -621,7 +623,12 @@ def _conditional_variance(
         x = np.zeros(n)
         x[m] = w[m]
         C[j] = groups.sums(x, n_seg)
-    A = np.array([[float(w[np.intersect1d(a, b, assume_unique=True)].sum()) for b in margins] for a in margins])
+    A = np.array(
+        [
+            [float(w[np.intersect1d(a, b, assume_unique=True)].sum()) for b in margins]
+            for a in margins
+        ]
+    )
     sol = np.linalg.lstsq(A, C, rcond=None)[0]
     V = PS - np.einsum("js,js->s", C, sol)
     return np.maximum(V, 1e-3 * np.maximum(PS, 1e-300))
