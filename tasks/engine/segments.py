@@ -287,10 +287,11 @@ def _global_shift(
     """The even move of everything: what remains once the named segments are taken out.
 
     Reported when the search chose it (the rest moved beyond the noise), or when the change is
-    significant, no segment stood out at all and at least half of the change is left over: it
-    hit everything alike. Beside named causes, what they leave over is not a shift of its own
-    unless it cleared the same bound they did (a small net change between offsetting movers
-    leaves a remainder as large as itself by chance). Whether it is the data's doing (missing
+    significant, no segment stood out at all, at least half of the change is left over and the
+    total moved beyond the leaves' noise too (one planned test): it hit everything alike.
+    Beside named causes, what they leave over is not a shift of its own unless it cleared the
+    same bound they did (a small net change between offsetting movers leaves a remainder as
+    large as itself by chance). Whether it is the data's doing (missing
     or repeated days) is decided by ``assign_data_quality``.
     """
     if not significant or not delta:
@@ -302,6 +303,10 @@ def _global_shift(
     if kind == "ratio":
         part /= max(cube.total["dc"], 1e-300)
     if pick is None and (part * delta <= 0 or abs(part) < 0.5 * abs(delta)):
+        return None
+    if pick is None and abs(float(found.z[0])) < sig.bonferroni_z(1):
+        # the days said the total moved, the leaves did not: an even move of everything is a
+        # claim about every leaf, and it must stand beyond their noise too (one planned test)
         return None
     return Segment(
         segment={},
