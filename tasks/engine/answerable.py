@@ -14,10 +14,13 @@ from typing import Any
 
 from sqlglot import exp
 
-from sql_tools._context import ToolContext
+from sql_tools._context import QueryOutput, ToolContext
 from sql_tools._errors import ToolInputError, short
 from sql_tools._sql import Filter, Measure, measure_expr
+from sql_tools.catalog import jsonable
 from tasks.engine.quality._scope import WHICH, Which, _as_day, _count_if, _Query, _Scope
+from tasks.engine.quality.coverage import coverage_columns, coverage_query
+from tasks.engine.quality.nulls import _null_counts, null_query
 from tasks.engine.spec import DateRange, Metric, Question
 
 MAX_SHOWN_VALUES = 5
@@ -27,10 +30,15 @@ MAX_READ_VALUES = 1_000
 
 
 def check_answerable(ctx: ToolContext, q: Question) -> None:
-    """Raise :class:`ToolInputError` when ``q`` cannot mean what it says (see the module)."""
+    """Raise :class:`ToolInputError` when ``q`` cannot mean what it says (see the module).
+
+    Its one pass over the rows also counts what the data-quality checks' coverage query (the
+    null check's, for label periods) counts, and holds that query's answer on ``ctx``
+    (:class:`~sql_tools.passes.Answers`): the engine reads the source once less."""
     _check_lengths(q)
-    scope = _Scope.build(ctx, q, ())
-    counts = _counts(scope)
+    dims = _quality_dimensions(ctx, q)
+    scope = _Scope.build(ctx, q, dims or ())
+    counts = _counts(scope, ahead=dims is not None)
     for which in WHICH:
         if not counts[f"{which}_rows"]:
             raise _refusal(f"{_period(q, which)} has no rows; {_coverage(scope, counts)}")
@@ -71,9 +79,21 @@ def _period(q: Question, which: Which) -> str:
     return f"{which} {q.periods.label(which)}"
 
 
-def _counts(scope: _Scope) -> dict[str, Any]:
+def _quality_dimensions(ctx: ToolContext, q: Question) -> list[str] | None:
+    """The columns the data-quality checks will count (None when the engine will refuse them:
+    it says why, as before)."""
+    from tasks.engine.explain import search_dimensions
+
+    try:
+        return search_dimensions(ctx, q)
+    except ToolInputError:
+        return None
+
+
+def _counts(scope: _Scope, *, ahead: bool = False) -> dict[str, Any]:
     """One query: the time column's range, each period's rows with and without the metric's
-    filters, and the metric's denominator in the baseline."""
+    filters, and the metric's denominator in the baseline; when ``ahead``, also the columns of
+    the data-quality query it answers (:func:`_ahead`)."""
     q = _Query(scope)
     cols: list[exp.Expression] = []
     if scope.time is not None:
@@ -89,8 +109,41 @@ def _counts(scope: _Scope) -> dict[str, Any]:
     if denominator is not None:
         cols.append(denominator.as_("denominator"))
         names.append("denominator")
-    out = q.run(q.base(exp.select(*cols)), max_rows=1)
-    return dict(zip(names, out.rows[0], strict=True))
+    held = _ahead(scope, q) if ahead else []
+    out = q.run(q.base(exp.select(*cols, *[c for _, c in held])), max_rows=1)
+    row = out.rows[0]
+    if held:
+        _hold(scope, [name for name, _ in held], row[len(names) :], out.elapsed_ms)
+    return dict(zip(names, row[: len(names)], strict=True))
+
+
+def _ahead(scope: _Scope, q: _Query) -> list[tuple[str, exp.Expression]]:
+    """The columns of the coverage query (label periods: of the null check's query), each
+    counted only over the rows that query reads, as (its name, its expression here)."""
+    if scope.time is not None:
+        cols, cond = coverage_columns(scope, q), q.filters
+    else:
+        cols, cond = _null_counts(scope, q), q.where(q.in_either())
+    return [(c.alias, _only(c, cond).as_(f"ahead_{i}")) for i, c in enumerate(cols)]
+
+
+def _only(col: exp.Expression, cond: exp.Expression | None) -> exp.Expression:
+    """The aggregate of the aliased ``col`` over the rows where ``cond`` holds too."""
+    agg = col.this.copy()
+    if cond is None:
+        return agg
+    if isinstance(agg, exp.Filter):
+        both = exp.and_(agg.expression.this, cond.copy())
+        return exp.Filter(this=agg.this, expression=exp.Where(this=both))
+    return exp.Filter(this=agg, expression=exp.Where(this=cond.copy()))
+
+
+def _hold(scope: _Scope, names: list[str], values: tuple[Any, ...], elapsed_ms: float) -> None:
+    """Hold ``values`` as the answer of the data-quality query they were counted for, under its
+    own SQL and parameters (what its issues show)."""
+    tree, q = coverage_query(scope) if scope.time is not None else null_query(scope)
+    params = {k: jsonable(v) for k, v in q.params.values.items()}
+    scope.ctx.answers.hold(QueryOutput(names, [tuple(values)], q.sql(tree), params, elapsed_ms))
 
 
 def _denominator(q: _Query, metric: Metric) -> exp.Expression | None:

@@ -781,3 +781,45 @@ def test_a_failing_search_stops_the_checks_and_leaves_the_connection_usable(
         assert not _quality_threads()
         assert len(ended) == 1, "the query was stopped, not left to finish"
         assert ctx.run("SELECT 42", max_rows=1).rows == [(42,)]
+
+
+# --- one pass for the question's check and the coverage -----------------------------------------
+
+
+APAC = (Filter(column="region", op="=", value="APAC"),)
+
+
+@pytest.mark.parametrize(
+    "q",
+    [
+        question("apac_defects", filters=APAC).model_copy(update={"dimensions": DIMS}),
+        Question(
+            metric=Metric(table="weekly", numerator=Aggregate(fn="sum", column="revenue")),
+            periods=Periods(period_column="week", baseline="w1", comparison="w2"),
+            dimensions=DIMS,
+        ),
+    ],
+    ids=["date_periods", "label_periods"],
+)
+def test_the_question_check_counts_what_the_coverage_query_counts(env, q):
+    """The question's check reads the rows once and counts there what the coverage query (label
+    periods: the null check's query) counts: the checks then read the table once less, and
+    their issues are the same, numbers and the SQL they show included."""
+    from tasks.engine.answerable import check_answerable
+
+    table = q.metric.table
+    passes = env.ctx.passes  # the siblings' ledger too
+
+    def read(during: Callable[[ToolContext], Any]) -> tuple[Any, int]:
+        twin, before = env.ctx.sibling(), passes.by_table().get(table, 0)
+        try:
+            return during(twin), passes.by_table()[table] - before
+        finally:
+            twin.close()
+
+    expected, alone = read(lambda c: check_quality(c, q, DIMS))
+    assert "null_spike" in kinds(expected)
+    _, asked = read(lambda c: check_answerable(c, q))
+    got, after = read(lambda c: (check_answerable(c, q), check_quality(c, q, DIMS))[1])
+    assert after - asked == alone - 1
+    assert got == expected
