@@ -80,6 +80,10 @@ class Answers:
     queries. A statement is taken once, and keeps its own SQL and parameters, so what users are
     shown to re-run is the statement whose rows they get."""
 
+    MAX_HELD = 16
+    """Answers kept at most (the oldest go first): a long-lived connection whose questions are
+    checked but never investigated holds no more than these."""
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._held: dict[tuple[str, str], Any] = {}
@@ -92,6 +96,8 @@ class Answers:
         """Keep ``out`` (a ``QueryOutput``) as the answer of its own ``sql`` and ``params``."""
         with self._lock:
             self._held[self._key(out.sql, out.params)] = out
+            while len(self._held) > self.MAX_HELD:
+                del self._held[next(iter(self._held))]
 
     def take(self, sql: str, params: Mapping[str, Any]) -> Any:
         """The held answer of ``sql`` with ``params`` (then forgotten), or None."""
