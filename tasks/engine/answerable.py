@@ -10,6 +10,7 @@ the question instead of reading "0 -> 0, within the normal noise".
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from typing import Any
 
 from sqlglot import exp
@@ -20,6 +21,7 @@ from sql_tools._sql import Filter, Measure, measure_expr
 from sql_tools.catalog import jsonable
 from tasks.engine.quality._scope import WHICH, Which, _as_day, _count_if, _Query, _Scope
 from tasks.engine.quality.coverage import coverage_columns, coverage_query
+from tasks.engine.quality.non_finite import non_finite_columns, non_finite_query
 from tasks.engine.quality.nulls import _null_counts, null_query
 from tasks.engine.spec import DateRange, Metric, Question
 
@@ -110,21 +112,36 @@ def _counts(scope: _Scope, *, ahead: bool = False) -> dict[str, Any]:
         cols.append(denominator.as_("denominator"))
         names.append("denominator")
     held = _ahead(scope, q) if ahead else []
-    out = q.run(q.base(exp.select(*cols, *[c for _, c in held])), max_rows=1)
+    counted = [_only(c, rows) for _, columns, rows in held for c in columns]
+    extra = [c.as_(f"ahead_{i}") for i, c in enumerate(counted)]
+    out = q.run(q.base(exp.select(*cols, *extra)), max_rows=1)
     row = out.rows[0]
-    if held:
-        _hold(scope, [name for name, _ in held], row[len(names) :], out.elapsed_ms)
+    rest = row[len(names) :]
+    for build, columns, _ in held:
+        values, rest = rest[: len(columns)], rest[len(columns) :]
+        _hold(scope, build, [c.alias for c in columns], values, out.elapsed_ms)
     return dict(zip(names, row[: len(names)], strict=True))
 
 
-def _ahead(scope: _Scope, q: _Query) -> list[tuple[str, exp.Expression]]:
-    """The columns of the coverage query (label periods: of the null check's query), each
-    counted only over the rows that query reads, as (its name, its expression here)."""
+_Build = Callable[[_Scope], tuple[exp.Select, _Query]]
+
+
+def _ahead(
+    scope: _Scope, q: _Query
+) -> list[tuple[_Build, list[exp.Expression], exp.Expression | None]]:
+    """The data-quality queries this pass answers, as (how that query is built, its columns
+    here, the rows it reads): the coverage query (label periods: the null check's) and the
+    count of NaN and infinity, when the profile does not rule them out."""
+    either = q.where(q.in_either())
+    answered: list[tuple[_Build, list[exp.Expression], exp.Expression | None]] = []
     if scope.time is not None:
-        cols, cond = coverage_columns(scope, q), q.filters
+        answered.append((coverage_query, coverage_columns(scope, q), q.filters))
     else:
-        cols, cond = _null_counts(scope, q), q.where(q.in_either())
-    return [(c.alias, _only(c, cond).as_(f"ahead_{i}")) for i, c in enumerate(cols)]
+        answered.append((null_query, _null_counts(scope, q), either))
+    finite = non_finite_columns(scope, q)
+    if finite:
+        answered.append((non_finite_query, finite, either))
+    return answered
 
 
 def _only(col: exp.Expression, cond: exp.Expression | None) -> exp.Expression:
@@ -138,10 +155,12 @@ def _only(col: exp.Expression, cond: exp.Expression | None) -> exp.Expression:
     return exp.Filter(this=agg, expression=exp.Where(this=cond.copy()))
 
 
-def _hold(scope: _Scope, names: list[str], values: tuple[Any, ...], elapsed_ms: float) -> None:
+def _hold(
+    scope: _Scope, build: _Build, names: list[str], values: tuple[Any, ...], elapsed_ms: float
+) -> None:
     """Hold ``values`` as the answer of the data-quality query they were counted for, under its
     own SQL and parameters (what its issues show)."""
-    tree, q = coverage_query(scope) if scope.time is not None else null_query(scope)
+    tree, q = build(scope)
     params = {k: jsonable(v) for k, v in q.params.values.items()}
     scope.ctx.answers.hold(QueryOutput(names, [tuple(values)], q.sql(tree), params, elapsed_ms))
 

@@ -190,6 +190,12 @@ DATASETS: dict[str, str] = {
     "late_dups": events_csv(duplicate=lambda r: r["day"] >= "2024-03-11"),
     "apac_defects": _planted_in_apac(),
     "weekly": _weekly(),
+    "nan_revenue": events_csv(
+        extra=tuple(
+            {"day": day, "region": "EU", "device": "web", "revenue": value, "user_id": 1}
+            for day, value in (("2024-03-05", "inf"), ("2024-03-12", "NaN"))
+        )
+    ),
     "visits": visits_csv(),
     "visits_twice": visits_csv(loaded_twice=[date(2024, 3, 19), date(2024, 3, 27)]),
     "visits_rush": visits_csv(busier=[date(2024, 3, 27)]),
@@ -790,21 +796,31 @@ APAC = (Filter(column="region", op="=", value="APAC"),)
 
 
 @pytest.mark.parametrize(
-    "q",
+    ("q", "found", "answered"),
     [
-        question("apac_defects", filters=APAC).model_copy(update={"dimensions": DIMS}),
-        Question(
-            metric=Metric(table="weekly", numerator=Aggregate(fn="sum", column="revenue")),
-            periods=Periods(period_column="week", baseline="w1", comparison="w2"),
-            dimensions=DIMS,
+        (
+            question("apac_defects", filters=APAC).model_copy(update={"dimensions": DIMS}),
+            "null_spike",
+            1,
         ),
+        (
+            Question(
+                metric=Metric(table="weekly", numerator=Aggregate(fn="sum", column="revenue")),
+                periods=Periods(period_column="week", baseline="w1", comparison="w2"),
+                dimensions=DIMS,
+            ),
+            "null_spike",
+            1,
+        ),
+        (question("nan_revenue").model_copy(update={"dimensions": DIMS}), "non_finite_values", 2),
     ],
-    ids=["date_periods", "label_periods"],
+    ids=["date_periods", "label_periods", "non_finite"],
 )
-def test_the_question_check_counts_what_the_coverage_query_counts(env, q):
+def test_the_question_check_counts_what_the_row_checks_count(env, q, found, answered):
     """The question's check reads the rows once and counts there what the coverage query (label
-    periods: the null check's query) counts: the checks then read the table once less, and
-    their issues are the same, numbers and the SQL they show included."""
+    periods: the null check's query) and the NaN and infinity counts count: the checks then
+    read the table ``answered`` times less, and their issues are the same, numbers and the SQL
+    they show included."""
     from tasks.engine.answerable import check_answerable
 
     table = q.metric.table
@@ -818,8 +834,8 @@ def test_the_question_check_counts_what_the_coverage_query_counts(env, q):
             twin.close()
 
     expected, alone = read(lambda c: check_quality(c, q, DIMS))
-    assert "null_spike" in kinds(expected)
+    assert found in kinds(expected)
     _, asked = read(lambda c: check_answerable(c, q))
     got, after = read(lambda c: (check_answerable(c, q), check_quality(c, q, DIMS))[1])
-    assert after - asked == alone - 1
+    assert after - asked == alone - answered
     assert got == expected

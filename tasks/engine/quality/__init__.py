@@ -23,7 +23,7 @@ Queries (label periods run only the last three):
    rows by a hash of all their columns (on a hash sample above a million rows) ->
    ``duplicate_rows``, only where the copies show a repeated load (see ``duplicates.py``).
 5. NaN, Infinity and -Infinity per period in the metric's floating-point columns ->
-   ``non_finite_values``.
+   ``non_finite_values``; also counted ahead by the question's check, like query 1.
 
 One module per query, in that order: ``coverage``, ``days``, ``nulls``, ``duplicates``,
 ``non_finite``; what they share (the resolved question, a query under construction, the evidence)
