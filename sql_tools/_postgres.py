@@ -56,7 +56,7 @@ from sql_tools._errors import (
     one_line,
 )
 from sql_tools._guard import check_postgres_select, table_reads
-from sql_tools.passes import Passes
+from sql_tools.passes import Answers, Passes
 from sql_tools.catalog import Catalog, jsonable, kind_of
 
 if TYPE_CHECKING:
@@ -66,6 +66,8 @@ SCHEMES = ("postgresql://", "postgres://")
 DEFAULT_SCHEMA = "public"
 OUR_PARAMETERS = ("schema", "tables", "query_timeout")
 CONNECT_TIMEOUT_S = 10
+ROW_HASH_SUM = "coalesce(sum(hashtextextended(CAST(r AS text), 0)), 0)::text"
+"""A table's fingerprint of its rows (aliased ``r``): the sum of their 64-bit hashes, as text."""
 # relations a role may read: tables, partitioned tables, views, materialized views, foreign tables
 _RELKINDS = ("r", "p", "v", "m", "f")
 
@@ -288,6 +290,9 @@ class PostgresContext:
         self.limits = limits
         self._lock = threading.Lock()
         self.passes = Passes()
+        self.answers = Answers()
+        # table -> (rows, sum of row hashes), measured by the pass that profiled it
+        self.measured: dict[str, tuple[int, str]] = {}
         self.con: psycopg.Connection[Any] | None = None
         self.con = self._connect()
         try:
@@ -525,15 +530,19 @@ class PostgresContext:
 
     def content_fingerprint(self) -> dict[str, Any]:
         """The data's identity without the password: where it is (host, port, database, schema,
-        tables) and, per table, its columns, row count and the sum of its rows' 64-bit hashes,
-        from one query. Any change to a row changes its table's sum."""
+        tables) and, per table, its columns, row count and the sum of its rows' 64-bit hashes.
+        Any change to a row changes its table's sum. A table profiled when the context opened
+        was measured by that pass (``tasks.ingest.postgres``: one read of each table opens the
+        data); the others are measured by one query."""
+        left = [t for t in self.schema.table_names if t not in self.measured]
         parts = [
-            f"SELECT {_literal(t)} AS name, count(*) AS n, "
-            f"coalesce(sum(hashtextextended(CAST(r AS text), 0)), 0)::text AS h "
+            f"SELECT {_literal(t)} AS name, count(*) AS n, {ROW_HASH_SUM} AS h "
             f"FROM {_quote(self.source.schema)}.{_quote(t)} AS r"
-            for t in self.schema.table_names
+            for t in left
         ]
-        rows = self.introspect(" UNION ALL ".join(parts))
+        rows = self.introspect(" UNION ALL ".join(parts)) if parts else []
+        rows += [(t, *self.measured[t]) for t in self.schema.table_names if t not in left]
+        rows.sort(key=lambda r: self.schema.table_names.index(r[0]))
         return {"location": self.source.location, "tables": table_signatures(self.schema, rows)}
 
 

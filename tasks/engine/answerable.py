@@ -10,14 +10,19 @@ the question instead of reading "0 -> 0, within the normal noise".
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from typing import Any
 
 from sqlglot import exp
 
-from sql_tools._context import ToolContext
+from sql_tools._context import QueryOutput, ToolContext
 from sql_tools._errors import ToolInputError, short
 from sql_tools._sql import Filter, Measure, measure_expr
+from sql_tools.catalog import jsonable
 from tasks.engine.quality._scope import WHICH, Which, _as_day, _count_if, _Query, _Scope
+from tasks.engine.quality.coverage import coverage_columns, coverage_query
+from tasks.engine.quality.non_finite import non_finite_columns, non_finite_query
+from tasks.engine.quality.nulls import _null_counts, null_query
 from tasks.engine.spec import DateRange, Metric, Question
 
 MAX_SHOWN_VALUES = 5
@@ -27,10 +32,15 @@ MAX_READ_VALUES = 1_000
 
 
 def check_answerable(ctx: ToolContext, q: Question) -> None:
-    """Raise :class:`ToolInputError` when ``q`` cannot mean what it says (see the module)."""
+    """Raise :class:`ToolInputError` when ``q`` cannot mean what it says (see the module).
+
+    Its one pass over the rows also counts what the data-quality checks' coverage query (the
+    null check's, for label periods) counts, and holds that query's answer on ``ctx``
+    (:class:`~sql_tools.passes.Answers`): the engine reads the source once less."""
     _check_lengths(q)
-    scope = _Scope.build(ctx, q, ())
-    counts = _counts(scope)
+    dims = _quality_dimensions(ctx, q)
+    scope = _Scope.build(ctx, q, dims or ())
+    counts = _counts(scope, ahead=dims is not None)
     for which in WHICH:
         if not counts[f"{which}_rows"]:
             raise _refusal(f"{_period(q, which)} has no rows; {_coverage(scope, counts)}")
@@ -71,9 +81,21 @@ def _period(q: Question, which: Which) -> str:
     return f"{which} {q.periods.label(which)}"
 
 
-def _counts(scope: _Scope) -> dict[str, Any]:
+def _quality_dimensions(ctx: ToolContext, q: Question) -> list[str] | None:
+    """The columns the data-quality checks will count (None when the engine will refuse them:
+    it says why, as before)."""
+    from tasks.engine.explain import search_dimensions
+
+    try:
+        return search_dimensions(ctx, q)
+    except ToolInputError:
+        return None
+
+
+def _counts(scope: _Scope, *, ahead: bool = False) -> dict[str, Any]:
     """One query: the time column's range, each period's rows with and without the metric's
-    filters, and the metric's denominator in the baseline."""
+    filters, and the metric's denominator in the baseline; when ``ahead``, also the columns of
+    the data-quality query it answers (:func:`_ahead`)."""
     q = _Query(scope)
     cols: list[exp.Expression] = []
     if scope.time is not None:
@@ -89,8 +111,58 @@ def _counts(scope: _Scope) -> dict[str, Any]:
     if denominator is not None:
         cols.append(denominator.as_("denominator"))
         names.append("denominator")
-    out = q.run(q.base(exp.select(*cols)), max_rows=1)
-    return dict(zip(names, out.rows[0], strict=True))
+    held = _ahead(scope, q) if ahead else []
+    counted = [_only(c, rows) for _, columns, rows in held for c in columns]
+    extra = [c.as_(f"ahead_{i}") for i, c in enumerate(counted)]
+    out = q.run(q.base(exp.select(*cols, *extra)), max_rows=1)
+    row = out.rows[0]
+    rest = row[len(names) :]
+    for build, columns, _ in held:
+        values, rest = rest[: len(columns)], rest[len(columns) :]
+        _hold(scope, build, [c.alias for c in columns], values, out.elapsed_ms)
+    return dict(zip(names, row[: len(names)], strict=True))
+
+
+_Build = Callable[[_Scope], tuple[exp.Select, _Query]]
+
+
+def _ahead(
+    scope: _Scope, q: _Query
+) -> list[tuple[_Build, list[exp.Expression], exp.Expression | None]]:
+    """The data-quality queries this pass answers, as (how that query is built, its columns
+    here, the rows it reads): the coverage query (label periods: the null check's) and the
+    count of NaN and infinity, when the profile does not rule them out."""
+    either = q.where(q.in_either())
+    answered: list[tuple[_Build, list[exp.Expression], exp.Expression | None]] = []
+    if scope.time is not None:
+        answered.append((coverage_query, coverage_columns(scope, q), q.filters))
+    else:
+        answered.append((null_query, _null_counts(scope, q), either))
+    finite = non_finite_columns(scope, q)
+    if finite:
+        answered.append((non_finite_query, finite, either))
+    return answered
+
+
+def _only(col: exp.Expression, cond: exp.Expression | None) -> exp.Expression:
+    """The aggregate of the aliased ``col`` over the rows where ``cond`` holds too."""
+    agg = col.this.copy()
+    if cond is None:
+        return agg
+    if isinstance(agg, exp.Filter):
+        both = exp.and_(agg.expression.this, cond.copy())
+        return exp.Filter(this=agg.this, expression=exp.Where(this=both))
+    return exp.Filter(this=agg, expression=exp.Where(this=cond.copy()))
+
+
+def _hold(
+    scope: _Scope, build: _Build, names: list[str], values: tuple[Any, ...], elapsed_ms: float
+) -> None:
+    """Hold ``values`` as the answer of the data-quality query they were counted for, under its
+    own SQL and parameters (what its issues show)."""
+    tree, q = build(scope)
+    params = {k: jsonable(v) for k, v in q.params.values.items()}
+    scope.ctx.answers.hold(QueryOutput(names, [tuple(values)], q.sql(tree), params, elapsed_ms))
 
 
 def _denominator(q: _Query, metric: Metric) -> exp.Expression | None:

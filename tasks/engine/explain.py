@@ -177,6 +177,12 @@ class Analysis:
             return None
 
 
+def search_dimensions(ctx: ToolContext, q: Question) -> list[str]:
+    """The columns the engine searches and its data-quality checks count for ``q`` (before
+    screening); raises ``ToolInputError`` as the engine would."""
+    return _dimensions(ctx, q)[0]
+
+
 def _dimensions(ctx: ToolContext, q: Question) -> tuple[list[str], list[str]]:
     notes: list[str] = []
     if q.dimensions is not None:

@@ -1,18 +1,23 @@
 """Data that stays in Postgres: open a read-only context on it and profile its tables there.
 
 Nothing is loaded or copied. :func:`open_postgres` connects (refusing a role that may write,
-see :class:`~sql_tools._postgres.PostgresContext`), then measures each chosen table with a few
-queries run in Postgres and read-only, and gives the context the same catalogue the DuckDB
-loader stores: per column its kind, nulls, distinct count, range, most frequent values, a
-guessed role (:func:`~tasks.ingest.profile.guess_role`), and the verified join keys between the
-tables (:func:`~tasks.ingest.profile.detect_join_keys`, whose two checks are plain SQL).
+see :class:`~sql_tools._postgres.PostgresContext`), then measures each chosen table in Postgres,
+read-only, and gives the context the same catalogue the DuckDB loader stores: per column its
+kind, nulls, distinct count, range, most frequent values, a guessed role
+(:func:`~tasks.ingest.profile.guess_role`), and the verified join keys between the tables
+(:func:`~tasks.ingest.profile.detect_join_keys`, whose two checks are plain SQL).
 
-Cost per table: one ``count(*)`` scan with every column's statistics, one small ``GROUP BY`` (or
-``LIMIT``) query per column for its samples, and for mostly-numeric or mostly-date text columns
-one more scan for an example of the odd values. Distinct counts are exact up to
-``EXACT_DISTINCT_MAX_ROWS`` rows; above, Postgres's own estimate from its statistics (``pg_stats``,
-kept by ANALYZE) is used when there is one, else the exact count. Text is compared byte by byte
-(``COLLATE "C"``), as DuckDB compares it.
+Cost per table: one pass. A warehouse bills each scan and a large table costs time on any
+database, so one statement (``GROUP BY GROUPING SETS ((), (a), (b), ...)``) counts the rows of
+each value of every column, and each column's statistics come from its groups: non-NULL values,
+distinct values, range, the five most frequent values (for a near-unique column, the first ones
+by count then value), how many text values look like numbers or dates and the smallest one
+that does not. The whole-table set gives the row count and the sum of the rows' hashes, the
+data's fingerprint (``PostgresContext.content_fingerprint``), so opening the data reads each
+table once; the join keys' checks read the two tables of a candidate pair once more. Distinct
+counts are exact up to ``EXACT_DISTINCT_MAX_ROWS`` rows; above, Postgres's own estimate from its
+statistics (``pg_stats``, kept by ANALYZE) is used when there is one, else the exact count. Text
+is compared byte by byte (``COLLATE "C"``), as DuckDB compares it.
 """
 
 from __future__ import annotations
@@ -21,14 +26,13 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 from sql_tools._context import Limits, ToolContext
-from sql_tools._postgres import PostgresContext, is_postgres_url
+from sql_tools._postgres import ROW_HASH_SUM, PostgresContext, is_postgres_url
 from sql_tools.catalog import Catalog, ColumnProfile, Scalar, TableProfile, jsonable, kind_of
 from tasks.ingest.profile import (
     EXACT_DISTINCT_MAX_ROWS,
     _cut,
     _mixed_kind,
     _mixed_note,
-    _near_unique,
     _sample_list,
     detect_join_keys,
     guess_role,
@@ -118,80 +122,116 @@ def _min_max(duck_type: str) -> tuple[str, str] | None:
 def profile_table(
     ctx: PostgresContext, table: str, *, exact_distinct_max_rows: int = EXACT_DISTINCT_MAX_ROWS
 ) -> TableProfile:
-    """Profile every column of one table over all its rows (see the module's docstring)."""
-    cols = [(c.name, c.type) for c in ctx.schema.tables[table]]
-    tref = _table(ctx, table)
-    row_count = int(ctx.introspect(f"SELECT count(*) FROM {tref}")[0][0])
+    """Profile every column of one table over all its rows, in one pass (see the module's
+    docstring). The pass also measures the table's fingerprint, kept on ``ctx``
+    (:meth:`~sql_tools._postgres.PostgresContext.content_fingerprint` reads it)."""
+    sets = _one_pass(ctx, table)
+    row_count = int(sets[-1]["n"] or 0)
+    ctx.measured[table] = (row_count, str(sets[-1]["h"]))
     estimates = (
         _distinct_estimates(ctx, table, row_count) if row_count > exact_distinct_max_rows else {}
     )
-    exprs: list[str] = []
-    slots: list[dict[str, int]] = []
-    for name, duck_type in cols:
-        kind = kind_of(duck_type)
-        q = quote(name)
-        value = _text(name) if kind == "text" else q if kind != "other" else f"CAST({q} AS text)"
-        slot: dict[str, int] = {}
+    columns = [
+        _column_profile(c.name, c.type, row_count, sets.get(i, {}), estimates.get(c.name))
+        for i, c in enumerate(ctx.schema.tables[table])
+    ]
+    return TableProfile(name=table, row_count=row_count, columns=columns)
 
-        def add(expr: str, key: str, slot: dict[str, int] = slot) -> None:
-            slot[key] = len(exprs)
-            exprs.append(expr)
 
-        add(f"count({q})", "nn")
-        if name not in estimates:
-            add(f"count(DISTINCT {value})", "distinct")
-        agg = _min_max(duck_type)
-        if agg is not None:
-            add(f"{agg[0]}({value})", "min")
-            add(f"{agg[1]}({value})", "max")
-        if kind == "text":
-            for key, pattern in _PATTERNS.items():
-                add(f"count(*) FILTER (WHERE {q} ~ {_literal(pattern)})", key)
-            add(f"avg(length({q}))", "avg_length")
-        slots.append(slot)
-    agg_row = ctx.introspect(f"SELECT {', '.join(exprs)} FROM {tref}")[0]
+def _column_profile(
+    name: str, duck_type: str, row_count: int, st: dict[str, Any], estimate: int | None
+) -> ColumnProfile:
+    """One column's profile from its grouping set's numbers ``st`` (none: a table without
+    rows); ``estimate`` is Postgres's estimate of its distinct values, used when given."""
+    kind = kind_of(duck_type)
+    non_null = int(st.get("nn") or 0)
+    distinct = estimate if estimate is not None else int(st.get("distinct") or 0)
+    distinct = min(distinct, non_null) or (1 if non_null else 0)
+    mixed, note, avg_length = None, None, None
+    if kind == "text":
+        numbers, dates = int(st.get("numbers") or 0), int(st.get("dates") or 0)
+        mixed = _mixed_kind(non_null, numbers, dates)
+        if mixed is not None:
+            count = numbers if mixed == "numbers" else dates
+            note = _mixed_note(mixed, non_null, count, st[f"odd_{mixed}"])
+        avg_length = int(st.get("length") or 0) / non_null if non_null else 0.0
+    null_count = row_count - non_null
+    return ColumnProfile(
+        name=name,
+        label=name,
+        type=duck_type,
+        kind=kind,
+        null_count=null_count,
+        null_rate=null_count / row_count if row_count else 0.0,
+        distinct_count=distinct,
+        distinct_exact=estimate is None,
+        min=_cut(jsonable(st.get("min"))),
+        max=_cut(jsonable(st.get("max"))),
+        samples=_sample_list(st.get("samples") or []),
+        mixed_type=mixed is not None,
+        mixed_note=note,
+        role=guess_role(name, duck_type, row_count, non_null, distinct, avg_length),
+    )
 
-    profiles: list[ColumnProfile] = []
-    mixed: dict[str, tuple[str, int]] = {}
-    stats: list[dict[str, Any]] = []
-    for (name, duck_type), slot in zip(cols, slots, strict=True):
-        st = {key: agg_row[i] for key, i in slot.items()}
-        non_null = int(st["nn"] or 0)
-        distinct = estimates[name] if name in estimates else int(st["distinct"] or 0)
-        st["nn"], st["distinct"] = non_null, min(distinct, non_null) or (1 if non_null else 0)
-        if kind_of(duck_type) == "text":
-            kind = _mixed_kind(non_null, int(st["numbers"] or 0), int(st["dates"] or 0))
-            if kind is not None:
-                mixed[name] = (kind, int(st[kind] or 0))
-        stats.append(st)
-    examples = _mixed_examples(ctx, table, {n: k for n, (k, _) in mixed.items()})
-    for (name, duck_type), st in zip(cols, stats, strict=True):
-        non_null, distinct = st["nn"], st["distinct"]
-        kind = kind_of(duck_type)
-        note = None
-        if name in mixed:
-            note = _mixed_note(mixed[name][0], non_null, mixed[name][1], examples[name])
-        avg_length = float(st["avg_length"] or 0.0) if kind == "text" else None
-        null_count = row_count - non_null
-        profiles.append(
-            ColumnProfile(
-                name=name,
-                label=name,
-                type=duck_type,
-                kind=kind,
-                null_count=null_count,
-                null_rate=null_count / row_count if row_count else 0.0,
-                distinct_count=distinct,
-                distinct_exact=name not in estimates,
-                min=_cut(jsonable(st.get("min"))),
-                max=_cut(jsonable(st.get("max"))),
-                samples=_samples(ctx, table, name, kind, non_null, distinct),
-                mixed_type=name in mixed,
-                mixed_note=note,
-                role=guess_role(name, duck_type, row_count, non_null, distinct, avg_length),
-            )
-        )
-    return TableProfile(name=table, row_count=row_count, columns=profiles)
+
+def _value(column: str, kind: str) -> str:
+    """The column as it is grouped and compared: text byte by byte, other types as text."""
+    q = f"r.{quote(column)}"
+    if kind == "text":
+        return f'{q} COLLATE "C"'
+    return q if kind != "other" else f"CAST({q} AS text)"
+
+
+def _column_outputs(v: str, kind: str, duck_type: str) -> dict[str, str]:
+    """What the one pass computes of a column from its groups ``v`` (a value, its rows ``n``,
+    its rank ``rk`` among them): the statistics the separate queries used to measure on rows."""
+    out = {"samples": f"array_agg({v} ORDER BY rk) FILTER (WHERE {v} IS NOT NULL AND rk <= 20)"}
+    agg = _min_max(duck_type)
+    if agg is not None:
+        out |= {"min": f"{agg[0]}({v})", "max": f"{agg[1]}({v})"}
+    if kind == "text":
+        plain = f'({v} COLLATE "default")'  # the patterns match as they did on the rows
+        for key, pattern in _PATTERNS.items():
+            out[key] = f"sum(n) FILTER (WHERE {plain} ~ {_literal(pattern)})"
+            out[f"odd_{key}"] = f"min({v}) FILTER (WHERE NOT {plain} ~ {_literal(pattern)})"
+        out["length"] = f"sum(length({v}) * n)"
+    return out
+
+
+def _one_pass(ctx: PostgresContext, table: str) -> dict[int, dict[str, Any]]:
+    """Every column's statistics and samples, the table's rows and the sum of their hashes, from
+    one statement (one scan): ``GROUP BY GROUPING SETS ((), (a), (b), ...)`` counts the rows of
+    each value of each column, and a column's groups give its statistics. Returns set ``i``'s
+    numbers for column ``i`` (``nn``, ``distinct`` and :func:`_column_outputs`), and for set
+    ``-1`` (the whole table) ``n``, its rows, and ``h``, the fingerprint's sum of row hashes."""
+    cols = ctx.schema.tables[table]
+    values = [_value(c.name, c.kind) for c in cols]
+    v = [f"v{i}" for i in range(len(cols))]
+    which = "".join(f"WHEN GROUPING({e}) = 0 THEN {i} " for i, e in enumerate(values))
+    which = f"CASE {which}ELSE -1 END" if values else "-1"
+    has = f"num_nonnulls({', '.join(v)}) > 0" if v else "false"
+    keys: list[tuple[str, int]] = [("n", -1), ("h", -1), ("nn", -1), ("distinct", -1)]
+    outputs = ["sum(n)", "max(h)", "sum(n) FILTER (WHERE has)", "count(*) FILTER (WHERE has)"]
+    for i, c in enumerate(cols):
+        for key, expr in _column_outputs(v[i], c.kind, c.type).items():
+            keys.append((key, i))
+            outputs.append(expr)
+    sets = ", ".join(["()", *(f"({e})" for e in values)])
+    sql = (
+        f"WITH v AS (SELECT {which} AS g, "
+        + "".join(f"{e} AS {name}, " for e, name in zip(values, v, strict=True))
+        + f"count(*) AS n, {ROW_HASH_SUM} AS h "
+        f"FROM {_table(ctx, table)} AS r GROUP BY GROUPING SETS ({sets})), "
+        f"w AS (SELECT v.*, {has} AS has, row_number() OVER (PARTITION BY g, {has} "
+        f"ORDER BY {', '.join(['n DESC', *v])}) AS rk FROM v) "
+        f"SELECT g, {', '.join(outputs)} FROM w GROUP BY g"
+    )
+    out: dict[int, dict[str, Any]] = {}
+    for g, *row in ctx.introspect(sql):
+        out[int(g)] = {
+            key: x for (key, i), x in zip(keys, row, strict=True) if i in (-1, int(g))
+        }
+    return out
 
 
 def _distinct_estimates(ctx: PostgresContext, table: str, row_count: int) -> dict[str, int]:
@@ -207,33 +247,3 @@ def _distinct_estimates(ctx: PostgresContext, table: str, row_count: int) -> dic
         for name, n in rows
         if n is not None
     }
-
-
-def _samples(
-    ctx: PostgresContext, table: str, column: str, kind: str, non_null: int, distinct: int
-) -> list[Scalar]:
-    """Up to five most frequent non-null values (the first ones found for near-unique columns)."""
-    if non_null == 0:
-        return []
-    q, t = quote(column), _table(ctx, table)
-    if _near_unique(non_null, distinct):
-        rows = ctx.introspect(f"SELECT {q} FROM {t} WHERE {q} IS NOT NULL LIMIT 20")
-    else:
-        value = _text(column) if kind == "text" else q if kind != "other" else f"CAST({q} AS text)"
-        rows = ctx.introspect(
-            f"SELECT {value} AS v FROM {t} WHERE {q} IS NOT NULL GROUP BY 1 "
-            "ORDER BY count(*) DESC, 1 LIMIT 5"
-        )
-    return _sample_list(value for (value,) in rows)
-
-
-def _mixed_examples(ctx: PostgresContext, table: str, kinds: dict[str, str]) -> dict[str, Any]:
-    """For each mostly-numeric or mostly-date text column, its smallest value that is not one."""
-    if not kinds:
-        return {}
-    exprs = [
-        f"min({_text(c)}) FILTER (WHERE NOT {quote(c)} ~ {_literal(_PATTERNS[k])})"
-        for c, k in kinds.items()
-    ]
-    row = ctx.introspect(f"SELECT {', '.join(exprs)} FROM {_table(ctx, table)}")[0]
-    return dict(zip(kinds, row, strict=True))

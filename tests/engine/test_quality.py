@@ -190,6 +190,12 @@ DATASETS: dict[str, str] = {
     "late_dups": events_csv(duplicate=lambda r: r["day"] >= "2024-03-11"),
     "apac_defects": _planted_in_apac(),
     "weekly": _weekly(),
+    "nan_revenue": events_csv(
+        extra=tuple(
+            {"day": day, "region": "EU", "device": "web", "revenue": value, "user_id": 1}
+            for day, value in (("2024-03-05", "inf"), ("2024-03-12", "NaN"))
+        )
+    ),
     "visits": visits_csv(),
     "visits_twice": visits_csv(loaded_twice=[date(2024, 3, 19), date(2024, 3, 27)]),
     "visits_rush": visits_csv(busier=[date(2024, 3, 27)]),
@@ -781,3 +787,55 @@ def test_a_failing_search_stops_the_checks_and_leaves_the_connection_usable(
         assert not _quality_threads()
         assert len(ended) == 1, "the query was stopped, not left to finish"
         assert ctx.run("SELECT 42", max_rows=1).rows == [(42,)]
+
+
+# --- one pass for the question's check and the coverage -----------------------------------------
+
+
+APAC = (Filter(column="region", op="=", value="APAC"),)
+
+
+@pytest.mark.parametrize(
+    ("q", "found", "answered"),
+    [
+        (
+            question("apac_defects", filters=APAC).model_copy(update={"dimensions": DIMS}),
+            "null_spike",
+            1,
+        ),
+        (
+            Question(
+                metric=Metric(table="weekly", numerator=Aggregate(fn="sum", column="revenue")),
+                periods=Periods(period_column="week", baseline="w1", comparison="w2"),
+                dimensions=DIMS,
+            ),
+            "null_spike",
+            1,
+        ),
+        (question("nan_revenue").model_copy(update={"dimensions": DIMS}), "non_finite_values", 2),
+    ],
+    ids=["date_periods", "label_periods", "non_finite"],
+)
+def test_the_question_check_counts_what_the_row_checks_count(env, q, found, answered):
+    """The question's check reads the rows once and counts there what the coverage query (label
+    periods: the null check's query) and the NaN and infinity counts count: the checks then
+    read the table ``answered`` times less, and their issues are the same, numbers and the SQL
+    they show included."""
+    from tasks.engine.answerable import check_answerable
+
+    table = q.metric.table
+    passes = env.ctx.passes  # the siblings' ledger too
+
+    def read(during: Callable[[ToolContext], Any]) -> tuple[Any, int]:
+        twin, before = env.ctx.sibling(), passes.by_table().get(table, 0)
+        try:
+            return during(twin), passes.by_table()[table] - before
+        finally:
+            twin.close()
+
+    expected, alone = read(lambda c: check_quality(c, q, DIMS))
+    assert found in kinds(expected)
+    _, asked = read(lambda c: check_answerable(c, q))
+    got, after = read(lambda c: (check_answerable(c, q), check_quality(c, q, DIMS))[1])
+    assert after - asked == alone - answered
+    assert got == expected

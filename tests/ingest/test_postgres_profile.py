@@ -8,7 +8,11 @@ import pytest
 
 from sql_tools import ToolContext
 from sql_tools._postgres import PostgresContext
+from tasks.ingest.load import load_files
 from tasks.ingest.postgres import open_context, open_postgres, profile_table
+from tasks.ingest.profile import NEAR_UNIQUE_MIN_VALUES
+from tests.engine.test_scenarios import SCENARIOS
+from tests.flows.test_passes import _seq_scans
 from tests.support.pg_source import copy_tables, reader_role
 
 MIXED = """id,code,flag,amount,seen_at,label
@@ -82,3 +86,37 @@ def test_postgres_types_in_the_product_vocabulary(pg_type, product_type):
     from sql_tools._postgres import product_type as convert
 
     assert convert(pg_type) == product_type
+
+
+def _near_unique(profile, column) -> bool:
+    non_null = profile.row_count - column.null_count
+    return non_null > NEAR_UNIQUE_MIN_VALUES and column.distinct_count >= 0.9 * non_null
+
+
+def test_opening_reads_each_table_once_and_profiles_as_duckdb(pg_database, tmp_path):
+    """The profile and the fingerprint come from one statement per table (Postgres's own count
+    of sequential scans says so), and give the profile the DuckDB loader gives the same rows
+    (a near-unique column's samples are its first values by count then value)."""
+    db = tmp_path / "data.duckdb"
+    load_files(sorted(p for p in (SCENARIOS / "pricing_join").iterdir() if "csv" in p.name), db)
+    uri = pg_database()
+    copy_tables(db, uri)
+    with psycopg.connect(uri, autocommit=True) as c:
+        c.execute("ANALYZE")
+        c.execute("SELECT pg_stat_reset()")
+    url = reader_role(uri, ["users"])
+    with open_postgres(url) as pg:
+        fingerprint = pg.content_fingerprint()
+        catalog = pg.schema.catalog
+    assert _seq_scans(uri) == {"users": 1}
+    with PostgresContext(url) as unprofiled:  # measured by a query of its own
+        assert fingerprint == unprofiled.content_fingerprint()
+    with ToolContext(db) as duck:
+        expected = duck.schema.catalog.profiles["users"]
+    got = catalog.profiles["users"]
+    assert got.row_count == expected.row_count
+    for e, g in zip(expected.columns, got.columns, strict=True):
+        if _near_unique(expected, e):
+            assert g.samples == sorted(g.samples), e.name
+            e = e.model_copy(update={"samples": g.samples})
+        assert g.model_dump(exclude={"label"}) == e.model_dump(exclude={"label"}), e.name

@@ -11,7 +11,9 @@ SQL and parameters it came from.
 Queries (label periods run only the last three):
 
 1. coverage: first/last value of the time column -> ``partial_period``; the same pass counts
-   what query 3 counts (date periods read the rows once for both);
+   what query 3 counts (date periods read the rows once for both). The question's check
+   (``tasks/engine/answerable.py``) counts both in its own pass and holds the answer on the
+   connection (label periods: query 3's), so after it this query reads nothing;
 2. rows per day, overall and per value of every dimension at once (``GROUPING SETS``, reduced
    in SQL to the values worth checking) -> ``missing_days`` and ``segment_missing_days``; read
    from the question's cells when the engine has them (``tasks/engine/leaf_days.py``);
@@ -21,7 +23,7 @@ Queries (label periods run only the last three):
    rows by a hash of all their columns (on a hash sample above a million rows) ->
    ``duplicate_rows``, only where the copies show a repeated load (see ``duplicates.py``).
 5. NaN, Infinity and -Infinity per period in the metric's floating-point columns ->
-   ``non_finite_values``.
+   ``non_finite_values``; also counted ahead by the question's check, like query 1.
 
 One module per query, in that order: ``coverage``, ``days``, ``nulls``, ``duplicates``,
 ``non_finite``; what they share (the resolved question, a query under construction, the evidence)

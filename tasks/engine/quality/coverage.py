@@ -28,22 +28,33 @@ class _Coverage:
 def _coverage(scope: _Scope) -> _Coverage:
     """First and last day with data; a period the data covers only partly (or not at all). The
     same pass counts the rows and non-NULL values per period for the null check."""
-    assert scope.time is not None
-    q = _Query(scope)
-    t = q.col(scope.time)
-    sel = exp.select(
-        exp.Min(this=t).as_("first"),
-        exp.Max(this=t.copy()).as_("last"),
-        exp.Count(this=t.copy()).as_("rows"),
-        *_null_counts(scope, q),
-    )
-    out = q.run(q.base(sel).where(q.where()), max_rows=1)
+    tree, q = coverage_query(scope)
+    out = q.run(tree, max_rows=1)
     cov = _Coverage(_as_day(out.rows[0][0]), _as_day(out.rows[0][1]), out)
     for which in WHICH:
         issue = _partial(scope, which, cov, out)
         if issue is not None:
             cov.issues.append(issue)
     return cov
+
+
+def coverage_columns(scope: _Scope, q: _Query) -> list[exp.Expression]:
+    """What the coverage query computes over the filtered rows of every day: the time
+    column's first and last value, its non-NULL values, and :func:`_null_counts`."""
+    assert scope.time is not None
+    t = q.col(scope.time)
+    return [
+        exp.Min(this=t).as_("first"),
+        exp.Max(this=t.copy()).as_("last"),
+        exp.Count(this=t.copy()).as_("rows"),
+        *_null_counts(scope, q),
+    ]
+
+
+def coverage_query(scope: _Scope) -> tuple[exp.Select, _Query]:
+    """The coverage query (the SQL its issues show) and the query it was built on."""
+    q = _Query(scope)
+    return q.base(exp.select(*coverage_columns(scope, q))).where(q.where()), q
 
 
 def _partial(

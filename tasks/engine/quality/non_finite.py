@@ -24,21 +24,11 @@ def _non_finite(scope: _Scope) -> list[DataQualityIssue]:
     average, minimum or maximum over them is not a number and comes back null. Either way the
     reader has to know they are there.
     """
-    columns = [
-        c for c in scope.metric_columns if may_be_non_finite(c) and not _all_finite(scope, c)
-    ]
+    columns = _columns(scope)
     if not columns:
         return []
-    q = _Query(scope)
-    exprs = [
-        count.as_(f"{which}_{kind}_{i}")
-        for i, col in enumerate(columns)
-        for which in WHICH
-        for kind, count in zip(
-            _NON_FINITE_KINDS, non_finite_counts(q.col(col), q.in_period(which)), strict=True
-        )
-    ]
-    out = q.run(q.base(exp.select(*exprs)).where(q.where(q.in_either())), max_rows=1)
+    tree, q = non_finite_query(scope)
+    out = q.run(tree, max_rows=1)
     row = dict(zip(out.columns, out.rows[0], strict=True))
     issues = []
     for i, col in enumerate(columns):
@@ -76,6 +66,31 @@ def _non_finite(scope: _Scope) -> list[DataQualityIssue]:
             )
         )
     return issues
+
+
+def _columns(scope: _Scope) -> list[Column]:
+    """The metric's floating-point columns whose profile does not rule NaN and ±Infinity out."""
+    return [c for c in scope.metric_columns if may_be_non_finite(c) and not _all_finite(scope, c)]
+
+
+def non_finite_columns(scope: _Scope, q: _Query) -> list[exp.Expression]:
+    """What the query counts: NaN, +Infinity and -Infinity of each column, per period."""
+    return [
+        count.as_(f"{which}_{kind}_{i}")
+        for i, col in enumerate(_columns(scope))
+        for which in WHICH
+        for kind, count in zip(
+            _NON_FINITE_KINDS, non_finite_counts(q.col(col), q.in_period(which)), strict=True
+        )
+    ]
+
+
+def non_finite_query(scope: _Scope) -> tuple[exp.Select, _Query]:
+    """The query (the SQL its issues show), over the filtered rows of either period, and the
+    query it was built on."""
+    q = _Query(scope)
+    exprs = non_finite_columns(scope, q)
+    return q.base(exp.select(*exprs)).where(q.where(q.in_either())), q
 
 
 def _all_finite(scope: _Scope, col: Column) -> bool:

@@ -51,8 +51,7 @@ def _null_spikes(scope: _Scope, counted: QueryOutput | None = None) -> _PeriodRo
     columns = _null_columns(scope)
     out = counted
     if out is None:
-        q = _Query(scope)
-        tree = q.base(exp.select(*_null_counts(scope, q))).where(q.where(q.in_either()))
+        tree, q = null_query(scope)
         out = q.run(tree, max_rows=1)
     row = dict(zip(out.columns, out.rows[0], strict=True))
     nb, nc = row["baseline_rows"], row["comparison_rows"]
@@ -65,6 +64,13 @@ def _null_spikes(scope: _Scope, counted: QueryOutput | None = None) -> _PeriodRo
         if issue is not None:
             rows.issues.append(issue)
     return rows
+
+
+def null_query(scope: _Scope) -> tuple[exp.Select, _Query]:
+    """The null check's own query, over the filtered rows of either period (label periods:
+    date periods count in the coverage query), and the query it was built on."""
+    q = _Query(scope)
+    return q.base(exp.select(*_null_counts(scope, q))).where(q.where(q.in_either())), q
 
 
 def _null_columns(scope: _Scope) -> tuple[Column, ...]:
