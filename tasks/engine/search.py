@@ -52,8 +52,6 @@ from tasks.engine.distributions import chi2_isf, norm_isf
 
 CHI2_MEDIAN = 0.454936423119572
 MAX_CAUSES = 12
-OTHER_STARTS = 2
-"""How many other first picks a whole story is told from (:func:`search_stories`)."""
 # a pick moves up to its parent when the parent's other part moved the same way, beyond the
 # noise, by at least this share of the pick's own log factor
 CLIMB_SHARE = 0.3
@@ -424,7 +422,6 @@ def search(
     climb: bool = True,
     even_first: bool = False,
     allow_even: bool = True,
-    first: int | None = None,
 ) -> Search:
     """Greedy ripple-fit selection over significant segments.
 
@@ -468,9 +465,6 @@ def search(
         cand[0] &= allow_even
         if even_first and not picks and cand[0]:
             cand[1:] = False  # the story that starts from an even move of everything
-        if first is not None and not picks and cand[first]:
-            cand[:] = False  # the story that starts from the given segment
-            cand[first] = True
         z_new = z  # the evidence beyond the causes so far
         if margins:
             # the evidence beyond the picks so far: the residual under their joint fit, over
@@ -795,59 +789,28 @@ def story_score(found: Search) -> float:
 
 
 def search_stories(cube: Cube, leaves: Leaves, **kw: Any) -> Search:
-    """The best of several whole stories: the forward search's; when everything moved beyond
-    the noise, the other telling of that even move (an even shift first with exceptions when
-    the search did not take it, segments alone with the rest flat when it did); and the
-    stories that start from the clearest segments on other columns (:func:`_other_starts`).
+    """The better of two stories when everything moved beyond the noise: the forward search's,
+    and the other telling of the even move of everything (an even shift first with exceptions
+    when the search did not take it, segments alone with the rest flat when it did).
 
     The forward step weighs one candidate against the next, so the order of its picks decides
-    whether an even move of everything is told as an even shift or as its largest pieces, and
-    which of two columns that can each tell a move (the versions that fell, or the platforms
-    they run on) tells it. The stories are scored alike (:func:`story_score`) and the highest
-    score is the answer. Segments alone must leave a part of the data flat: naming every value
-    of a column is the even shift again, told value by value."""
+    whether an even move of everything is told as an even shift or as its largest pieces. The
+    two are scored alike (:func:`story_score`) and the higher score is the answer. Segments
+    alone must leave a part of the data flat: naming every value of a column is the even shift
+    again, told value by value."""
     found = search(cube, leaves, **kw)
-    stories = [found]
-    if abs(found.z[0]) >= found.bounds[0]:
-        # the other story: without the even shift when the forward search took it, else from it
-        took_even = any(p.seg == 0 for p in found.picks)
-        telling = {"allow_even": False} if took_even else {"even_first": True}
-        stories.append(search(cube, leaves, **telling, **kw))
-    starts = _other_starts(cube, stories, kw["eligible"], OTHER_STARTS)
-    stories += [search(cube, leaves, first=start, **kw) for start in starts]
-    best = found
-    for story in stories[1:]:
-        if story.picks and not _names_a_whole_column(cube, story):
-            if story_score(story) > story_score(best):
-                best = story
-    return best
-
-
-def _other_starts(
-    cube: Cube, stories: list[Search], eligible: np.ndarray, k: int
-) -> list[int]:
-    """The clearest segments (by evidence) on column sets the forward search did not start
-    from, one per column set, ``k`` of them: where one move can be told by two columns (the
-    versions that fell, or the devices they run on), the forward step's first pick decides
-    the story, and each start is told to its end and scored."""
-    found = stories[0]
-    if k <= 0 or not found.picks:
-        return []
-    ok = eligible & (np.abs(found.z) >= found.bounds)
-    ok[0] = False
-    seen = {cube.seg_mask[s.picks[0].seg].tobytes() for s in stories if s.picks}
-    starts: list[int] = []
-    for i in np.argsort(-np.abs(found.z), kind="stable"):
-        if not ok[i]:
-            continue
-        key = cube.seg_mask[i].tobytes()
-        if key in seen:
-            continue
-        seen.add(key)
-        starts.append(int(i))
-        if len(starts) >= k:
-            break
-    return starts
+    crit = found.bounds
+    if abs(found.z[0]) < crit[0]:
+        return found
+    # the other story: without the even shift when the forward search took it, else from it
+    took_even = any(p.seg == 0 for p in found.picks)
+    telling = {"allow_even": False} if took_even else {"even_first": True}
+    other = search(cube, leaves, **telling, **kw)
+    if not other.picks or _names_a_whole_column(cube, other):
+        return found  # no other telling, or the even shift told value by value
+    if story_score(other) <= story_score(found):
+        return found
+    return other
 
 
 def _names_a_whole_column(cube: Cube, found: Search) -> bool:
