@@ -29,6 +29,7 @@ still shows the SQL on the source, which gives the same numbers
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections import Counter
 from datetime import date, datetime, timedelta
@@ -319,13 +320,18 @@ class CellAnswers:
         raise _Source
 
     def _sum_type(self, col: Column | None) -> str:
-        """The type of the source's sum of ``col``: an integer for integers (Postgres sums a
-        BIGINT as NUMERIC), else floating point."""
-        if col is None or col.type.upper() not in INTEGER_TYPES:
-            return "DOUBLE"
-        if self.ctx.dialect == "postgres":
-            return "BIGINT" if col.type.upper() in ("SMALLINT", "INTEGER") else "DECIMAL(38, 0)"
-        return "HUGEINT"
+        """The type of the source's sum of ``col``: an integer for integers (Postgres's NUMERIC
+        sum of a BIGINT comes back as one too), a DECIMAL of the column's scale for a DuckDB
+        DECIMAL, else floating point. A Postgres NUMERIC's scale is not known: refused."""
+        kind = col.type.upper() if col is not None else "DOUBLE"
+        if kind in INTEGER_TYPES:
+            return "HUGEINT"
+        if kind.startswith("DECIMAL"):
+            scale = re.fullmatch(r"DECIMAL\(\d+, ?(\d+)\)", kind)
+            if scale is None:
+                raise _Source
+            return f"DECIMAL(38, {scale.group(1)})"
+        return "DOUBLE"
 
 
 class _OnCells:
