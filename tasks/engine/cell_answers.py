@@ -294,7 +294,7 @@ class CellAnswers:
             col = src.resolve(g)
             if col.ref in self.dims:
                 out.append(_col(f"d{self.dims.index(col.ref)}").as_(col.ref))
-            elif col.ref == self.time.ref and col.kind == "date":
+            elif col.ref == self.time.ref and col.kind == "date" and self.q.periods.by_dates:
                 out.append(_col("__day").as_(col.ref))
             else:
                 raise _Source

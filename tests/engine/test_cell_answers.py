@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from flows.investigation import Request
 from sql_tools._context import ToolContext
 from tasks import tools as registry
 from tasks.engine.explain import compare_arguments
@@ -78,6 +79,45 @@ def test_the_report_per_day_numbers_come_from_the_cells(scenario):
     name, db = scenario
     with Run(db, qargs(name)) as run, _source(run) as source:
         charts_from_cells(run, source)
+
+
+def _sales(tmp_path: Path) -> Path:
+    """Two weeks of sales at eight times a day in twelve regions, with a week label; north's
+    revenue rises in the second week."""
+    rows = ["ts,week,region,revenue"]
+    for day in range(14):
+        for i, region in enumerate(["north", *(f"region_{k}" for k in range(11))]):
+            for hour in range(1, 24, 3):
+                revenue = 10 + i + (day + hour) % 3 + (40 if region == "north" and day >= 7 else 0)
+                week = "w1" if day < 7 else "w2"
+                rows.append(f"2024-03-{18 + day:02d} {hour:02d}:30:00,{week},{region},{revenue}")
+    csv = tmp_path / "sales.csv"
+    csv.write_text("\n".join(rows) + "\n")
+    db = tmp_path / "sales.duckdb"
+    load_files([csv], db)
+    return db
+
+
+@pytest.mark.parametrize(
+    "periods",
+    [
+        {"time_column": "ts", "baseline": "2024-03-18:2024-03-24",
+         "comparison": "2024-03-25:2024-03-31"},
+        {"period_column": "week", "baseline": "w1", "comparison": "w2"},
+    ],
+    ids=["timestamp", "labels"],
+)  # fmt: skip
+def test_a_timestamp_and_period_labels_are_answered_from_the_cells(tmp_path, periods):
+    """Periods of a TIMESTAMP column (a day is its rows from midnight to midnight) and of
+    labels: the same calls, charts and gate, read from the cells."""
+    db = _sales(tmp_path)
+    args = Request(data=["-"], metric="sum(revenue)", table="sales", **periods).question()
+    with Run(db, args) as run, _source(run) as source:
+        assert run.ctx.schema.column("sales", "ts").kind == "timestamp"
+        assert run.analysis.explanation.root_causes
+        answered_from_cells(run, source, planner_calls(run))
+        charts_from_cells(run, source)
+        gate_from_cells(run, source)
 
 
 def test_calls_the_cells_cannot_answer_read_the_source_with_the_same_answer(tmp_path):

@@ -7,6 +7,7 @@ what they give on the source (:mod:`tasks.engine.cell_answers`). Shared by the D
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from flows.investigation import Request
@@ -14,7 +15,7 @@ from tasks import tools as registry
 from tasks.agent.gate import Gate, WriteFindingInput
 from tasks.agent.ledger import Ledger
 from tasks.engine.explain import compare_arguments
-from tasks.engine.spec import Question
+from tasks.engine.spec import DateRange, Question
 from tasks.report.charts import daily_series, question_shape
 from tasks.run import Run
 from tests.engine.test_scenarios import expected_of
@@ -44,9 +45,10 @@ def planner_calls(run: Run) -> list[tuple[str, dict[str, Any]]]:
     calls = [("metric_compare_periods", compare_arguments(q))]
     for s in [*e.root_causes, *e.drivers[:3]]:
         calls.append(("metric_compare_periods", split_arguments(q, s.segment)))
-    if q.periods.by_dates:
+    time = run.ctx.schema.column(q.metric.table, q.periods.time_column or q.periods.period_column)
+    if q.periods.by_dates and time.kind == "date":  # rows per day (a timestamp's are not days)
         per_day = {**compare_arguments(q), "metric": {"agg": "count"}}
-        calls.append(("metric_compare_periods", {**per_day, "group_by": [q.periods.time_column]}))
+        calls.append(("metric_compare_periods", {**per_day, "group_by": [time.ref]}))
     dims = e.stats["search_dimensions"]
     calls.append(("metric_compare_periods", {**compare_arguments(q), "group_by": dims[:2]}))
     n = q.metric.numerator
@@ -56,9 +58,12 @@ def planner_calls(run: Run) -> list[tuple[str, dict[str, Any]]]:
         measures.append({"agg": d.fn, "column": d.column})
     if q.periods.by_dates:
         b = q.periods.baseline
-        span = {"column": q.periods.time_column, "op": "between"}
-        span["value"] = [b.start.isoformat(), b.end.isoformat()]  # type: ignore[union-attr]
-        filters = [*compare_arguments(q).get("filters", []), span]
+        assert isinstance(b, DateRange)
+        span = [  # the baseline's days, as a TIMESTAMP's rows are kept by day
+            {"column": time.ref, "op": ">=", "value": b.start.isoformat()},
+            {"column": time.ref, "op": "<", "value": (b.end + timedelta(days=1)).isoformat()},
+        ]
+        filters = [*compare_arguments(q).get("filters", []), *span]
         calls.append(
             ("metric_aggregate", {"table": q.metric.table, "measures": measures,
                                   "group_by": dims[:1], "filters": filters})
