@@ -10,6 +10,7 @@ source, every call counted). The same checks on real Postgres 16 are in
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -143,3 +144,24 @@ def test_calls_the_cells_cannot_answer_read_the_source_with_the_same_answer(tmp_
             assert sum(run.ctx.passes.by_table().values()) > before, args
             want = registry.call(source, name, args).model_dump(mode="json")
             assert differences(got, want, skip=NOT_COMPARED) == [], args
+
+
+def test_a_ratio_investigation_reads_no_table_after_the_engine(tmp_path):
+    """The offline planner measures a ratio's segment with its numerator's and denominator's
+    splits (``metric_compare_periods``), which the cells answer, instead of running the engine
+    again on the segment: after the engine, the investigation reads no source table, and its
+    cause is confirmed with the splits' numbers."""
+    from flows.investigation import investigation
+
+    db = scenario_db(tmp_path, "mix_shift")
+    out = tmp_path / "out"
+    question = {k: v for k, v in qargs("mix_shift").items() if v is not None}
+    question.pop("filters", None)
+    summary = investigation(
+        Request(data=[str(db)], out=str(out), offline=True, remember=False, **question)
+    )
+    assert set(summary["passes"]["steps"]) == {"open", "engine"}, summary["passes"]
+    assert "confirmed" in summary["hypotheses"].values()
+    evidence = [json.loads(line) for line in (out / "evidence.jsonl").read_text().splitlines()]
+    tools = {e["tool"] for e in evidence}
+    assert "metric_explain_change" not in tools and "metric_compare_periods" in tools
