@@ -11,7 +11,7 @@ import math
 import re
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 from sqlglot import exp
@@ -333,6 +333,27 @@ class SourceQuery(Query):
 
     src: Source
     where: exp.Expression | None
+
+
+class Answers(Protocol):
+    """What answers a tool's query without reading the source, when it can: an investigation's
+    stored cells (:mod:`tasks.engine.cell_answers`), once its question's rows are aggregated."""
+
+    def answer(self, inp: BaseModel, q: SourceQuery, sql: str) -> QueryOutput | None:
+        """The rows ``q`` gives on the source (``sql``, its text, is what the output shows), or
+        None when the source must be read."""
+        ...
+
+
+def run_source_query(
+    ctx: ToolContext, inp: BaseModel, q: SourceQuery, max_rows: int
+) -> QueryOutput:
+    """A tool's query: answered by the context's :class:`Answers` when it can (no pass over the
+    source; the same rows, and the output still shows the source's SQL), else run on the source."""
+    sql = q.sql(ctx.dialect)
+    answers: Answers | None = getattr(ctx, "answers", None)
+    out = answers.answer(inp, q, sql) if answers is not None else None
+    return out if out is not None else ctx.run(sql, q.params, max_rows=max_rows)
 
 
 def shape_rows(

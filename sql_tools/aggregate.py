@@ -24,6 +24,7 @@ from sql_tools._sql import (
     measure_label,
     non_finite_notes,
     non_finite_result,
+    run_source_query,
     shape_rows,
     where_clause,
 )
@@ -153,8 +154,7 @@ def aggregate_query(ctx: ToolContext, inp: AggregateInput) -> AggregateQuery:
 def aggregate(ctx: ToolContext, inp: AggregateInput) -> AggregateResult:
     """Run one grouped aggregate query."""
     q = aggregate_query(ctx, inp)
-    sql = q.sql(ctx.dialect)
-    out = ctx.run(sql, q.params, max_rows=q.limit + 1)
+    out = run_source_query(ctx, inp, q, q.limit + 1)
     names, rows, truncated, notes = shape_rows(ctx, out, limit=q.limit, drop=("__matched",))
     notes += non_finite_notes(ctx, q, out, q.non_finite)
     matched = int(out.rows[0][-1]) if out.rows else 0
@@ -168,7 +168,7 @@ def aggregate(ctx: ToolContext, inp: AggregateInput) -> AggregateResult:
         rows=rows,
         matched_count=matched,
         truncated=truncated or matched > len(rows),
-        sql=sql,
+        sql=out.sql,
         params=out.params,
         elapsed_ms=round(out.elapsed_ms, 2),
         notes=notes,

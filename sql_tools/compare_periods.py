@@ -26,6 +26,7 @@ from sql_tools._sql import (
     non_finite_notes,
     non_finite_result,
     parse_when,
+    run_source_query,
     shape_rows,
     typed_value,
     where_clause,
@@ -338,8 +339,7 @@ def compare_periods_query(ctx: ToolContext, inp: ComparePeriodsInput) -> Compare
 def compare_periods(ctx: ToolContext, inp: ComparePeriodsInput) -> ComparePeriodsResult:
     """Compare one metric between two periods, per segment."""
     q = compare_periods_query(ctx, inp)
-    sql = q.sql(ctx.dialect)
-    out = ctx.run(sql, q.params, max_rows=q.limit + 1)
+    out = run_source_query(ctx, inp, q, q.limit + 1)
     drop = ("__total_baseline", "__total_comparison", "__matched")
     names, rows, truncated, notes = shape_rows(ctx, out, limit=q.limit, drop=drop)
     if non_finite_result(inp.metric.agg, q.metric_column):
@@ -379,7 +379,7 @@ def compare_periods(ctx: ToolContext, inp: ComparePeriodsInput) -> ComparePeriod
         rows=rows,
         matched_count=matched,
         truncated=truncated or matched > len(rows),
-        sql=sql,
+        sql=out.sql,
         params=out.params,
         elapsed_ms=round(out.elapsed_ms, 2),
         notes=q.notes + notes,

@@ -178,7 +178,17 @@ class Run:
                 from tasks.engine.explain import analyze  # imported once there is a question
 
                 self._analysis = analyze(self._ctx, q)  # type: ignore[arg-type]
+                self._answer_from_cells(self._analysis)
             return self._analysis
+
+    def _answer_from_cells(self, analysis: Analysis) -> None:
+        """From now on the tools answer on the run's connection from the question's stored
+        cells when they can (the hypotheses' calls, the gate's re-runs, the report's per-day
+        numbers), with no pass over the source (:mod:`tasks.engine.cell_answers`)."""
+        from tasks.engine.cell_answers import CellAnswers
+
+        assert self._ctx is not None
+        self._ctx.answers = CellAnswers.of(analysis)
 
     def close(self) -> None:
         """Close the connection; the run cannot be used after."""

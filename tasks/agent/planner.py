@@ -5,8 +5,8 @@ cause; the whole parent of a root cause (did the wider segment move, or only thi
 strongest other driver; an even shift of everything; a data problem; and, when the change is
 within the noise, whether it is real at all. Each is investigated with the same SQL tools, the
 same ledger and the same gate as the Claude path: a ``metric_compare_periods`` split of the
-segment against its siblings, a ``write_finding`` with the figures that split returned, and a
-verdict from what the gate said.
+segment against its siblings (a ratio's numerator and denominator each), a ``write_finding``
+with the figures those splits returned, and a verdict from what the gate said.
 """
 
 from __future__ import annotations
@@ -238,14 +238,19 @@ def plan_hypothesis(session: Session, q: Question, e: Explanation, plan: dict[st
     return _plan_cause(session, q, e, h.segment, h.category)
 
 
-def _split(session: Session, q: Question, segment: dict[str, Any]) -> tuple[str, dict | None, dict]:
+def _split(
+    session: Session, q: Question, segment: dict[str, Any], metric: dict[str, Any] | None = None
+) -> tuple[str, dict | None, dict]:
     """Compare ``segment`` with its siblings: filter on all but its last column and group by
-    that one. Returns (evidence id, the segment's row or None, the payload)."""
+    that one (the question's metric, or ``metric``). Returns (evidence id, the segment's row or
+    None, the payload)."""
     cols = list(segment)
     parent = {k: segment[k] for k in cols[:-1]}
     args = compare_arguments(q, parent)
     args["group_by"] = cols[-1:]
     args["limit"] = 1000
+    if metric is not None:
+        args["metric"] = metric
     is_error, payload, entry = session.call("metric_compare_periods", args)
     row = None
     if not is_error:
@@ -255,22 +260,58 @@ def _split(session: Session, q: Question, segment: dict[str, Any]) -> tuple[str,
     return entry.id, row, payload
 
 
+def _parts(q: Question) -> list[dict[str, Any]] | None:
+    """The measures ``metric_compare_periods`` gives a segment's metric from: the metric itself
+    (a sum, count, average or distinct count), or a ratio's numerator and denominator (sums or
+    counts), divided. None for a daily grain or a ratio of distinct counts (only the engine
+    computes those)."""
+    m = q.metric
+    if m.grain is not None:
+        return None
+    aggs = [m.numerator, *([m.denominator] if m.denominator is not None else [])]
+    if len(aggs) > 1 and any(a.fn not in ("sum", "count") for a in aggs):
+        return None
+    return [{"agg": a.fn, **({"column": a.column} if a.column else {})} for a in aggs]
+
+
+def _measured(
+    session: Session, q: Question, segment: dict[str, Any], metric: dict[str, Any]
+) -> tuple[str, dict[str, Any] | None]:
+    """Evidence id and ``metric``'s value per period for ``segment``: its row in a split, or
+    the totals for the whole population (None when the call does not show them)."""
+    if segment:
+        eid, row, _ = _split(session, q, segment, metric)
+        return eid, row
+    args = {**compare_arguments(q), "metric": metric}
+    is_error, payload, entry = session.call("metric_compare_periods", args)
+    return entry.id, None if is_error else payload["total"]
+
+
+def _divided(values: list[Any]) -> Any:
+    """A part's value, or the first over the second (None where undefined)."""
+    if len(values) == 1:
+        return values[0]
+    n, d = values
+    return n / d if n is not None and d else None
+
+
 def _claim(session: Session, q: Question, segment: dict[str, Any]) -> tuple[list[str], dict]:
-    """Evidence ids and the segment's metric per period as the tools show it."""
+    """Evidence ids and the segment's metric per period as the tools show it: from
+    ``metric_compare_periods`` (which the stored cells answer without reading the source), or
+    from the engine run on the segment when only the engine computes the metric."""
     ids: list[str] = []
     numbers: dict[str, float | None] = {}
-    if q.metric.kind != "ratio" and q.metric.grain is None and segment:
-        eid, row, _ = _split(session, q, segment)
+    parts = _parts(q)
+    shown = []
+    for metric in parts or []:
+        eid, values = _measured(session, q, segment, metric)
         ids.append(eid)
-        if row is not None:
-            numbers = {"baseline": row.get("baseline"), "comparison": row.get("comparison")}
-    elif q.metric.kind != "ratio" and q.metric.grain is None:
-        # the whole population: its totals are one aggregate, not the engine run again
-        is_error, payload, entry = session.call("metric_compare_periods", compare_arguments(q))
-        ids.append(entry.id)
-        if not is_error:
-            total = payload["total"]
-            numbers = {"baseline": total["baseline"], "comparison": total["comparison"]}
+        shown.append(values)
+    if parts and all(v is not None for v in shown):
+        numbers = {
+            w: _divided([v[w] for v in shown])  # type: ignore[index]
+            for w in ("baseline", "comparison")
+        }
     if not numbers:
         args = compare_arguments(q, segment)
         args.pop("metric")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -752,3 +753,38 @@ def test_auth_failure_is_reported_without_key_material(world):
     assert outcome.status == "inconclusive"
     assert outcome.stop_reason == "error: Anthropic API error 401 (AuthenticationError)"
     assert "sk-test" not in outcome.model_dump_json()
+
+
+def test_claude_calls_and_the_gate_rerun_read_the_run_cells(demo_db, tmp_path):
+    """On an investigation's run, Claude's split of ios by version and the gate's re-run of it
+    are answered from the stored cells: the hypothesis reads no source table, and the split's
+    rows are what its SQL gives on the source (a second connection, without cells)."""
+    from flows.investigation import Request
+    from tasks import tools as registry
+    from tasks.run import Run
+    from tests.support.pg_source import differences
+
+    db = tmp_path / "demo.duckdb"  # a file of its own: this process has the demo's open
+    shutil.copy(demo_db, db)
+    with Run(db, Request(data=["-"], **DEMO_QUESTION).question()) as run:
+        world = (run.ctx, run.question, run.analysis)
+        before = run.ctx.passes.by_table()
+        outcome, _, gate, ledger = run_one(world, confirming_model(), hypothesis(IOS_52))
+        assert outcome.status == "confirmed", outcome.stop_reason
+        assert run.ctx.passes.by_table() == before
+        split = {
+            "table": "events",
+            "metric": {"agg": "sum", "column": "revenue"},
+            **{**PERIODS, "time_column": "date"},
+            "filters": [{"column": "platform", "op": "=", "value": "ios"}],
+            "group_by": ["app_version"],
+        }
+        source = run.ctx.sibling()
+        try:
+            want = registry.call(source, "metric_compare_periods", split).model_dump(mode="json")
+        finally:
+            source.close()
+    cited = ledger.entries[0]
+    assert cited.sql == want["sql"] and cited.params == want["params"]
+    assert differences(cited.result["rows"], want["rows"]) == []
+    assert differences(cited.result["total"], want["total"]) == []

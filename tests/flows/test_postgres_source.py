@@ -23,8 +23,10 @@ import pytest
 from flows.investigation import Request, investigation
 from sql_tools._postgres import parse_postgres_url
 from tasks.ingest.load import load_files
+from tasks.ingest.postgres import open_context
 from tasks.run import Run
 from tests.engine.test_scenarios import NAMES, SCENARIOS, expected_of, segment_set
+from tests.support import cell_calls
 from tests.support.pg_source import copy_tables, create_database, drop_database, reader_role
 from tests.support.pg_source import differences as compare
 
@@ -137,6 +139,20 @@ def test_evidence_sql_reruns_on_postgres_to_its_numbers(both_ways):
         if ev and ev.get("sql"):
             assert _rerun(url, ev["sql"], ev["params"]) is not None  # runs as it is recorded
     assert checked == 2 * len(segments)
+
+
+def test_tool_calls_from_the_cells_are_what_their_sql_gives_on_postgres(both_ways):
+    """The hypotheses' calls, the gate's re-run of a cited call and the report's per-day
+    numbers, on a run of data in Postgres: read from the cells, no scan of a table, and what
+    their SQL gives on Postgres (a context of its own, without cells)."""
+    exp, _, pg, url = both_ways
+    if pg["metric"]["kind"] == "distinct":
+        pytest.skip("a distinct count is not a sum of cells: its calls read the source")
+    with Run(url, cell_calls.qargs(exp["scenario"])) as run, open_context(url) as source:
+        cell_calls.answered_from_cells(run, source, cell_calls.planner_calls(run))
+        cell_calls.charts_from_cells(run, source)
+        if run.analysis.explanation.root_causes:
+            cell_calls.gate_from_cells(run, source)
 
 
 # --- caching, secrets and the command line, on the demo data -----------------------------------

@@ -389,13 +389,17 @@ def test_a_ratio_hypothesis_says_whose_figures_it_quotes(
     reports: dict[str, dict[str, Any]],
 ) -> None:
     """A hypothesis of a ratio that rests on the numerator's figures says they are the
-    numerator's; an evidence line of rows counted says it counts rows."""
+    numerator's (one measured with the numerator's and the denominator's quotes the ratio's);
+    an evidence line of rows counted says it counts rows."""
     r = reports["ratio"]["result"]
     numerator = {"agg": "sum", "column": "revenue"}
+    denominator = {"agg": "sum", "column": "sessions"}
+
+    def quoted(h: dict[str, Any]) -> list[Any]:
+        return [(ev.get("arguments") or {}).get("metric") for ev in h["evidence"]]
+
     quoting = [
-        h
-        for h in r["hypotheses"]
-        if any((ev.get("arguments") or {}).get("metric") == numerator for ev in h["evidence"])
+        h for h in r["hypotheses"] if numerator in quoted(h) and denominator not in quoted(h)
     ]
     assert quoting
     for h in quoting:
