@@ -211,8 +211,9 @@ class ToolContext:
 
     #: the SQL dialect queries are rendered in for this context (see ``_sql.to_sql``)
     dialect = "duckdb"
-    #: what answers a tool's query without reading the source (``_sql.Answers``), when set
-    answers: Any = None
+    #: what answers a tool's query without reading the source (``_sql.CellSource``: an
+    #: investigation's stored cells), when set
+    cells: Any = None
 
     def __init__(
         self,

@@ -281,8 +281,9 @@ class PostgresContext:
 
     #: the SQL dialect queries are rendered in for this context (see ``_sql.to_sql``)
     dialect = "postgres"
-    #: what answers a tool's query without reading the source (``_sql.Answers``), when set
-    answers: Any = None
+    #: what answers a tool's query without reading the source (``_sql.CellSource``: an
+    #: investigation's stored cells), when set
+    cells: Any = None
 
     def __init__(self, url: str, limits: Limits | None = None) -> None:
         self.source = parse_postgres_url(url)

@@ -335,7 +335,7 @@ class SourceQuery(Query):
     where: exp.Expression | None
 
 
-class Answers(Protocol):
+class CellSource(Protocol):
     """What answers a tool's query without reading the source, when it can: an investigation's
     stored cells (:mod:`tasks.engine.cell_answers`), once its question's rows are aggregated."""
 
@@ -348,11 +348,11 @@ class Answers(Protocol):
 def run_source_query(
     ctx: ToolContext, inp: BaseModel, q: SourceQuery, max_rows: int
 ) -> QueryOutput:
-    """A tool's query: answered by the context's :class:`Answers` when it can (no pass over the
+    """A tool's query: answered by the context's :class:`CellSource` when it can (no pass over the
     source; the same rows, and the output still shows the source's SQL), else run on the source."""
     sql = q.sql(ctx.dialect)
-    answers: Answers | None = getattr(ctx, "answers", None)
-    out = answers.answer(inp, q, sql) if answers is not None else None
+    cells: CellSource | None = getattr(ctx, "cells", None)
+    out = cells.answer(inp, q, sql) if cells is not None else None
     return out if out is not None else ctx.run(sql, q.params, max_rows=max_rows)
 
 

@@ -188,7 +188,7 @@ class Run:
         from tasks.engine.cell_answers import CellAnswers
 
         assert self._ctx is not None
-        self._ctx.answers = CellAnswers.of(analysis)
+        self._ctx.cells = CellAnswers.of(analysis)
 
     def close(self) -> None:
         """Close the connection; the run cannot be used after."""
