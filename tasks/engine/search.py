@@ -480,7 +480,9 @@ def search(
                 rest = ~explained
                 R_rest = groups.sums(v - f, n_seg, where=rest)
                 P_rest = groups.sums(w, n_seg, where=rest)
-                cand &= _moves_alike(groups, v, f, w_fit, explained, R, R_rest, P_rest, n_seg)
+                cand &= _moves_alike(
+                    groups, v, f, w_fit, explained, R, R_rest, P_rest, n_seg, threshold
+                )
         if not cand.any():
             break
         units = s if gain_units == "noise" else np.ones_like(s)
@@ -568,13 +570,14 @@ def _moves_alike(
     R_rest: np.ndarray,
     P_rest: np.ndarray,
     n_seg: int,
+    bound: np.ndarray,
 ) -> np.ndarray:
     """Per segment, whether its rows outside the picks moved as its rows inside them did: a
     second cause moves all its rows by its factor, overlap or not, while a segment cutting
     across a scattered pick moves only inside it. Its relative move inside (over the fit)
-    and outside are compared; it fails when it moved inside beyond what it did outside, one
-    sided at the engine's level. A segment with no rows outside the picks is one of their
-    slices and fails; one wholly outside them passes."""
+    and outside are compared; it fails when it moved inside beyond what it did outside by
+    more than its ``bound`` (the one a cause must clear). A segment with no rows outside the
+    picks is one of their slices and fails; one wholly outside them passes."""
     F_rest = groups.sums(f, n_seg, where=~explained)
     F_in = groups.sums(f, n_seg) - F_rest
     P_in = groups.sums(w_fit, n_seg, where=explained)
@@ -584,7 +587,7 @@ def _moves_alike(
         d_rest = R_rest / F_rest
         se = np.sqrt(P_in / F_in**2 + P_rest / F_rest**2)
         z_h = (d_in - d_rest) * np.sign(R) / se
-    alike = np.where(F_in > 0, np.nan_to_num(z_h, nan=np.inf) < sig.one_sided_z(), True)
+    alike = np.where(F_in > 0, np.nan_to_num(z_h, nan=np.inf) < bound, True)
     return alike & (F_rest > 0)
 
 
