@@ -291,8 +291,8 @@ def _global_shift(
     total moved beyond the leaves' noise too (one planned test): it hit everything alike.
     Beside named causes, what they leave over is not a shift of its own unless it cleared the
     same bound they did (a small net change between offsetting movers leaves a remainder as
-    large as itself by chance). Whether it is the data's doing (missing
-    or repeated days) is decided by ``assign_data_quality``.
+    large as itself by chance). Whether it is the data's doing (missing or repeated days) is
+    decided by ``assign_data_quality``.
     """
     if not significant or not delta:
         return None
