@@ -31,7 +31,7 @@ from sql_tools._errors import (
     one_line,
 )
 from sql_tools._guard import check_select
-from sql_tools.passes import Answers, Passes
+from sql_tools.passes import HeldAnswers, Passes
 from sql_tools.catalog import (
     META_SCHEMA,
     Catalog,
@@ -244,7 +244,7 @@ class ToolContext:
         self._lock = threading.Lock()
         self._stopped = False
         self.passes = Passes()
-        self.answers = Answers()
+        self.held = HeldAnswers()
         self.schema = self._read_schema(tables)
 
     def __enter__(self) -> ToolContext:
@@ -273,7 +273,7 @@ class ToolContext:
         twin._stopped = False
         twin.schema = self.schema
         twin.passes = self.passes
-        twin.answers = self.answers
+        twin.held = self.held
         return twin
 
     def stop(self) -> None:

@@ -56,7 +56,7 @@ from sql_tools._errors import (
     one_line,
 )
 from sql_tools._guard import check_postgres_select, table_reads
-from sql_tools.passes import Answers, Passes
+from sql_tools.passes import HeldAnswers, Passes
 from sql_tools.catalog import Catalog, jsonable, kind_of
 
 if TYPE_CHECKING:
@@ -293,7 +293,7 @@ class PostgresContext:
         self.limits = limits
         self._lock = threading.Lock()
         self.passes = Passes()
-        self.answers = Answers()
+        self.held = HeldAnswers()
         # table -> (rows, sum of row hashes), measured by the pass that profiled it
         self.measured: dict[str, tuple[int, str]] = {}
         self.con: psycopg.Connection[Any] | None = None

@@ -74,7 +74,7 @@ class Passes:
         return {"tables": self.by_table(), "steps": self.by_step()}
 
 
-class Answers:
+class HeldAnswers:
     """Results a shared pass computed ahead for statements the product would otherwise run on
     their own, by SQL text and parameters: one read of the source answers several of its fixed
     queries. A statement is taken once, and keeps its own SQL and parameters, so what users are

@@ -36,7 +36,7 @@ def check_answerable(ctx: ToolContext, q: Question) -> None:
 
     Its one pass over the rows also counts what the data-quality checks' coverage query (the
     null check's, for label periods) counts, and holds that query's answer on ``ctx``
-    (:class:`~sql_tools.passes.Answers`): the engine reads the source once less."""
+    (:class:`~sql_tools.passes.HeldAnswers`): the engine reads the source once less."""
     _check_lengths(q)
     dims = _quality_dimensions(ctx, q)
     scope = _Scope.build(ctx, q, dims or ())
@@ -162,7 +162,7 @@ def _hold(
     own SQL and parameters (what its issues show)."""
     tree, q = build(scope)
     params = {k: jsonable(v) for k, v in q.params.values.items()}
-    scope.ctx.answers.hold(QueryOutput(names, [tuple(values)], q.sql(tree), params, elapsed_ms))
+    scope.ctx.held.hold(QueryOutput(names, [tuple(values)], q.sql(tree), params, elapsed_ms))
 
 
 def _denominator(q: _Query, metric: Metric) -> exp.Expression | None:

@@ -1,4 +1,4 @@
-"""Answers a shared pass computed ahead (sql_tools.passes.Answers): a statement gets the rows
+"""Answers a shared pass computed ahead (sql_tools.passes.HeldAnswers): a statement gets the rows
 held for its own SQL and parameters, once, and a connection keeps only a few."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import date
 
 from sql_tools._context import QueryOutput
-from sql_tools.passes import Answers
+from sql_tools.passes import HeldAnswers
 
 
 def _out(sql: str, day: str = "2024-03-04") -> QueryOutput:
@@ -14,7 +14,7 @@ def _out(sql: str, day: str = "2024-03-04") -> QueryOutput:
 
 
 def test_an_answer_is_taken_once_by_its_own_sql_and_parameters():
-    answers = Answers()
+    answers = HeldAnswers()
     held = _out("SELECT count(*) FROM t WHERE d >= $p0")
     answers.hold(held)
     assert answers.take(held.sql, {"p0": date(2024, 3, 5)}) is None  # other parameters
@@ -24,9 +24,9 @@ def test_an_answer_is_taken_once_by_its_own_sql_and_parameters():
 
 
 def test_a_connection_holds_a_few_answers_the_newest_kept():
-    answers = Answers()
-    for i in range(Answers.MAX_HELD + 4):
+    answers = HeldAnswers()
+    for i in range(HeldAnswers.MAX_HELD + 4):
         answers.hold(_out(f"SELECT {i}"))
     assert answers.take("SELECT 0", {"p0": "2024-03-04"}) is None
-    newest = f"SELECT {Answers.MAX_HELD + 3}"
+    newest = f"SELECT {HeldAnswers.MAX_HELD + 3}"
     assert answers.take(newest, {"p0": "2024-03-04"}) is not None

@@ -182,7 +182,7 @@ class _Query:
         """Render ``tree`` and run it on the sandboxed connection, unless a shared pass has
         already answered it (the question's check answers the coverage or null counts)."""
         sql = self.sql(tree)
-        held = self.scope.ctx.answers.take(sql, self.params.values)
+        held = self.scope.ctx.held.take(sql, self.params.values)
         if held is not None:
             return held
         return self.scope.ctx.run(sql, self.params.values, max_rows=max_rows)

@@ -117,6 +117,25 @@ def _on_cells(
     return QueryOutput(columns, rows, to_sql(tree, scope.ctx.dialect), params, elapsed)
 
 
+def _by_day_and_value(
+    day: exp.Expression, dims: list[exp.Expression], rows: exp.Expression
+) -> tuple[exp.Select, exp.GroupingSets]:
+    """The days query's first step, without its source: ``day``, each dimension (``d0`` ...),
+    ``set`` (``GROUPING`` of the dimensions) and ``rows``, and its grouping sets (the day alone,
+    and the day with each dimension)."""
+    sets = [exp.Tuple(expressions=[day.copy()])] + [
+        exp.Tuple(expressions=[day.copy(), d.copy()]) for d in dims
+    ]
+    gid = exp.Grouping(expressions=[d.copy() for d in dims]) if dims else exp.Literal.number(0)
+    select = exp.select(
+        day.as_("day"),
+        *[d.as_(f"d{i}") for i, d in enumerate(dims)],
+        gid.as_("set"),
+        rows.as_("rows"),
+    )
+    return select, exp.GroupingSets(expressions=sets)
+
+
 def _grouped_cells(scope: _Scope, cells: LeafDays) -> exp.Select:
     """The days query's first step on the stored cells: rows per day, overall and per value of
     each dimension, summed from the cells (the same filters and periods made them)."""
@@ -129,20 +148,8 @@ def _grouped_cells(scope: _Scope, cells: LeafDays) -> exp.Select:
         _c("rows"),
     ).from_(cells.table)
     dims = [_c(f"s{i}") for i in range(len(scope.segment_dimensions))]
-    sets = [exp.Tuple(expressions=[_c("__day")])] + [
-        exp.Tuple(expressions=[_c("__day"), d.copy()]) for d in dims
-    ]
-    gid = exp.Grouping(expressions=[d.copy() for d in dims]) if dims else exp.Literal.number(0)
-    return (
-        exp.select(
-            _c("__day").as_("day"),
-            *[d.as_(f"d{i}") for i, d in enumerate(dims)],
-            gid.as_("set"),
-            exp.Sum(this=_c("rows")).as_("rows"),
-        )
-        .from_(exp.alias_(exp.paren(picked), "c", table=True))
-        .group_by(exp.GroupingSets(expressions=sets))
-    )
+    select, sets = _by_day_and_value(_c("__day"), dims, exp.Sum(this=_c("rows")))
+    return select.from_(exp.alias_(exp.paren(picked), "c", table=True)).group_by(sets)
 
 
 def _days_query(scope: _Scope, cells: LeafDays | None = None) -> tuple[exp.Select, _Query]:
@@ -159,20 +166,8 @@ def _days_query(scope: _Scope, cells: LeafDays | None = None) -> tuple[exp.Selec
     if cells is not None:
         grouped = _grouped_cells(scope, cells)
     else:
-        day = q.day()
-        sets = [exp.Tuple(expressions=[day.copy()])] + [
-            exp.Tuple(expressions=[day.copy(), d.copy()]) for d in dims
-        ]
-        gid = exp.Grouping(expressions=[d.copy() for d in dims]) if dims else exp.Literal.number(0)
-        grouped = q.base(
-            exp.select(
-                day.as_("day"),
-                *[d.as_(f"d{i}") for i, d in enumerate(dims)],
-                gid.as_("set"),
-                exp.Count(this=exp.Star()).as_("rows"),
-            )
-        ).where(q.where(q.in_either()))
-        grouped = grouped.group_by(exp.GroupingSets(expressions=sets))
+        select, sets = _by_day_and_value(q.day(), dims, exp.Count(this=exp.Star()))
+        grouped = q.base(select).where(q.where(q.in_either())).group_by(sets)
     seg = [_c("set")] + [_c(f"d{i}") for i in range(len(dims))]
     is_full = exp.EQ(this=_c("set"), expression=exp.Literal.number(full))
 
