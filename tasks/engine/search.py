@@ -28,7 +28,8 @@ both tellings as whole stories (:func:`search_stories`).
 
 A further cause must be significant given the picks so far, their factors fitted together and
 their leaves' own scatter around those factors counted as noise (:func:`_conditional_variance`,
-:func:`_with_spread`), and a segment of few leaves is judged by the leaves' own noise tail
+:func:`_with_spread`); its rows outside the picks must have moved as its rows inside them did
+(:func:`_moves_alike`); and a segment of few leaves is judged by the leaves' own noise tail
 (:func:`_tail`). With date periods the dispersion comes from each leaf's day-to-day spread
 (:func:`_day_dispersion`), so few cells and many movers neither hide a cause nor pass for an
 even shift.
@@ -474,15 +475,11 @@ def search(
             z_new = R / np.sqrt(_conditional_variance(groups, w_fit, PS_fit, margins, n_seg))
             cand &= np.abs(z_new) >= threshold
             if explained.any():
-                # and on the leaves the picks leave unexplained: a cause's leaves rarely all
-                # move by one factor, and a segment cutting across it must not pass on that
-                # scatter (what the joint fit cannot tell from a cause of its own)
-                rest = ~explained
-                R_rest = groups.sums(v - f, n_seg, where=rest)
-                P_rest = groups.sums(w, n_seg, where=rest)
-                cand &= _moves_alike(
-                    groups, v, f, w_fit, explained, R, R_rest, P_rest, n_seg, threshold
-                )
+                # and its rows outside the picks moved as its rows inside them did: a cause's
+                # leaves rarely all move by one factor, and a segment cutting across it must
+                # not pass on that scatter (what the joint fit cannot tell from a cause of its
+                # own)
+                cand &= _moves_alike(groups, v, f, w, w_fit, explained, R, FS, threshold)
         if not cand.any():
             break
         units = s if gain_units == "noise" else np.ones_like(s)
@@ -564,12 +561,11 @@ def _moves_alike(
     groups: Groups,
     v: np.ndarray,
     f: np.ndarray,
+    w: np.ndarray,
     w_fit: np.ndarray,
     explained: np.ndarray,
     R: np.ndarray,
-    R_rest: np.ndarray,
-    P_rest: np.ndarray,
-    n_seg: int,
+    FS: np.ndarray,
     bound: np.ndarray,
 ) -> np.ndarray:
     """Per segment, whether its rows outside the picks moved as its rows inside them did: a
@@ -578,8 +574,11 @@ def _moves_alike(
     and outside are compared; it fails when it moved inside beyond what it did outside by
     more than its ``bound`` (the one a cause must clear). A segment with no rows outside the
     picks is one of their slices and fails; one wholly outside them passes."""
-    F_rest = groups.sums(f, n_seg, where=~explained)
-    F_in = groups.sums(f, n_seg) - F_rest
+    n_seg, rest = len(R), ~explained
+    R_rest = groups.sums(v - f, n_seg, where=rest)
+    P_rest = groups.sums(w, n_seg, where=rest)
+    F_rest = groups.sums(f, n_seg, where=rest)
+    F_in = FS - F_rest
     P_in = groups.sums(w_fit, n_seg, where=explained)
     R_in = R - R_rest
     with np.errstate(divide="ignore", invalid="ignore"):
