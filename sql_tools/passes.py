@@ -99,6 +99,11 @@ class HeldAnswers:
             while len(self._held) > self.MAX_HELD:
                 del self._held[next(iter(self._held))]
 
+    def peek(self, sql: str, params: Mapping[str, Any]) -> Any:
+        """The held answer of ``sql`` with ``params``, left held (or None)."""
+        with self._lock:
+            return self._held.get(self._key(sql, params))
+
     def take(self, sql: str, params: Mapping[str, Any]) -> Any:
         """The held answer of ``sql`` with ``params`` (then forgotten), or None."""
         with self._lock:

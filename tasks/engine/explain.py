@@ -244,7 +244,7 @@ def _explained(
     depth, depth_notes = cube_mod.search_depth(ctx, q, search_dims)
     notes += depth_notes
     q = q.model_copy(update={"max_depth": depth})
-    cells = leaf_days(ctx, q, search_dims)  # the one pass over the source's rows
+    cells = leaf_days(ctx, q, search_dims, dims)  # the one pass over the source's rows
     checks.start(cells)
     cube = build_cube(ctx, q, search_dims, cells)
     series = daily_series(ctx, q, cells)[0] if q.periods.by_dates else None

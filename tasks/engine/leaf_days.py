@@ -11,6 +11,10 @@ tested on, a root cause's or a finding's value in each period, and the per-day s
 segment that clean days are measured on. On a warehouse, each of those would be one more scan
 billed; on DuckDB or Postgres, one more pass over millions of rows.
 
+The same statement counts what the data-quality check of rows loaded twice counts (rows grouped
+by a hash of the whole row, per day; :func:`cells_with_copies`) and holds its answer on the
+connection, so that check reads nothing.
+
 What the numbers claim stays re-runnable: each still carries the SQL that computes it on the
 source tables (the cube's, a segment's, a day series'), and that SQL gives the same numbers
 (``tests/engine/test_leaf_days.py``). Distinct counts are not sums of cells (a user seen in two
@@ -22,16 +26,28 @@ from __future__ import annotations
 
 import re
 import threading
+import time
+from collections.abc import Sequence
 from typing import Any
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 from sqlglot import exp
 
-from sql_tools._context import ToolContext
+from sql_tools._context import QueryOutput, ToolContext
 from sql_tools._errors import ResourceLimit
 from sql_tools._sql import Params, ident, to_sql, typed_value
+from sql_tools.catalog import jsonable
 from tasks.engine.cube import EngineSql, _col, estimated_leaves
+from tasks.engine.quality._scope import _count_if
+from tasks.engine.quality.duplicates import (
+    DUPLICATE_FOLDS,
+    Ahead,
+    held_ahead,
+    multiple_of,
+    row_key,
+)
 from tasks.engine.spec import Question
 
 TABLE = "__drilldown_cells"
@@ -165,19 +181,116 @@ def _connection(ctx: ToolContext) -> duckdb.DuckDBPyConnection:
     return mem
 
 
-def leaf_days(ctx: ToolContext, q: Question, dims: list[str]) -> LeafDays | None:
+def leaf_days(
+    ctx: ToolContext, q: Question, dims: list[str], checked: Sequence[str] | None = None
+) -> LeafDays | None:
     """Read the source once: ``q``'s rows aggregated to cells over ``dims`` (per day for date
     periods), stored locally. None, and each number read from the source as before, for a
-    distinct count (it is not a sum of cells) and for more cells than :data:`MAX_CELLS`."""
+    distinct count (it is not a sum of cells) and for more cells than :data:`MAX_CELLS`.
+
+    ``checked``, the data-quality checks' columns: the same pass also counts the rows loaded
+    twice (:func:`cells_with_copies`) when the question's check has counted the rows that check
+    samples by, and holds its answer on the connection."""
     sql = EngineSql(ctx, q, dims)
     if sql.distinct or estimated_cells(ctx, q, dims) > MAX_CELLS:
         return None
-    text = to_sql(sql.cells(with_day=q.periods.by_dates), ctx.dialect)
+    with_day = q.periods.by_dates
+    copies = held_ahead(ctx, q, checked) if checked is not None else None
+    tree = (
+        sql.cells(with_day=with_day)
+        if copies is None
+        else cells_with_copies(sql, copies, with_day)
+    )
+    text = to_sql(tree, ctx.dialect)
+    t0 = time.perf_counter()
     try:
-        table = ctx.run_arrow(text, sql.params.values, max_rows=MAX_CELLS)
+        table = ctx.run_arrow(text, sql.params.values, max_rows=MAX_CELLS + _units(q))
     except ResourceLimit:  # a profile's estimate of distinct values fell short
         return None
+    if copies is not None:
+        table = _hold_copies(ctx, table, copies, with_day, time.perf_counter() - t0)
+    if table.num_rows > MAX_CELLS:
+        return None
     return LeafDays(ctx, q, dims, table)
+
+
+def _units(q: Question) -> int:
+    """The duplicates check's units: the periods' days (the two periods of labels)."""
+    p = q.periods
+    return p.baseline.days + p.comparison.days if p.by_dates else 2  # type: ignore[union-attr]
+
+
+_COPY_COUNTS = ("__rows", "__distinct", *(f"__x{f}" for f in DUPLICATE_FOLDS))
+
+
+def cells_with_copies(sql: EngineSql, copies: Ahead, with_day: bool) -> exp.Select:
+    """The cells and the duplicates check's numbers from one pass over the rows.
+
+    The rows are grouped twice in one statement (``GROUPING SETS``): by the cells' keys, and by
+    period (and day) and a hash of the whole row of the question's table, sampled as the check
+    samples it (:func:`~tasks.engine.quality.duplicates.row_key`). An outer grouping passes each
+    cell through unchanged (``min`` of its one row) and sums the hashed groups per unit into the
+    check's numbers: rows, distinct rows and the distinct rows seen a multiple of each fold."""
+    row_hash, sample = row_key(copies.q, copies.k)
+    h = row_hash if sample is None else exp.Case(ifs=[exp.If(this=sample, true=row_hash)])
+    keys = [*[f"d{j}" for j in range(len(sql.dims))], "__p", *(["__day"] if with_day else [])]
+    units = ["__p", *(["__day"] if with_day else [])]
+    sets = exp.GroupingSets(
+        expressions=[
+            exp.Tuple(expressions=[_col(k) for k in keys]),
+            exp.Tuple(expressions=[_col(k) for k in [*units, "__h"]]),
+        ]
+    )
+    inner: exp.Select = exp.select(
+        *[_col(k) for k in keys],
+        *sql._cell_sums(),
+        exp.alias_(exp.Anonymous(this="GROUPING", expressions=[_col("__h")]), "__cell"),
+        _col("__h"),
+    )
+    rows = sql.base(with_day=with_day).select(h.as_("__h"))
+    inner = inner.from_(exp.alias_(exp.paren(rows), "b", table=True))
+    inner.set("group", exp.Group(grouping_sets=[sets]))
+    hashed = exp.Not(this=exp.Is(this=_col("__h"), expression=exp.Null()))
+    return (
+        exp.select(
+            *[_col(k) for k in keys],
+            *[exp.alias_(exp.Min(this=_col(x)), x) for x in sql.cell_sums],
+            _col("__cell"),
+            exp.alias_(
+                exp.Filter(this=exp.Sum(this=_col("rows")), expression=exp.Where(this=hashed)),
+                "__rows",
+            ),
+            exp.alias_(_count_if(hashed.copy()), "__distinct"),
+            *[
+                multiple_of(_col("rows"), f, hashed).as_(f"__x{f}")
+                for f in DUPLICATE_FOLDS
+            ],
+        )
+        .from_(exp.alias_(exp.paren(inner), "g", table=True))
+        .group_by(*[_col(k) for k in [*keys, "__cell"]])
+    )
+
+
+def _hold_copies(
+    ctx: ToolContext, table: pa.Table, copies: Ahead, with_day: bool, secs: float
+) -> pa.Table:
+    """Hold the duplicates check's answer (its own SQL and parameters, its rows: per unit in the
+    unit's order) on the connection; return the cells alone, as the cells' query gives them."""
+    tree, dq = copies.tree, copies.q
+    is_cell = pc.equal(table["__cell"], 1)
+    units = table.filter(pc.invert(is_cell)).to_pylist()
+    rows = sorted(
+        (
+            (u["__day"] if with_day else u["__p"] == 0, *(int(u[c] or 0) for c in _COPY_COUNTS))
+            for u in units
+            if u["__distinct"]  # a unit none of whose rows is in the sample: the check has none
+        ),
+        key=lambda r: (r[0] is None, r[0]),
+    )
+    columns = ["unit", "rows", "distinct_rows", *(f"x{f}" for f in DUPLICATE_FOLDS)]
+    params = {k: jsonable(v) for k, v in dq.params.values.items()}
+    ctx.held.hold(QueryOutput(columns, rows, dq.sql(tree), params, secs * 1000))
+    return table.filter(is_cell).drop_columns(["__cell", *_COPY_COUNTS])
 
 
 def estimated_cells(ctx: ToolContext, q: Question, dims: list[str]) -> int:

@@ -5,6 +5,7 @@ pass, and the duplicate-rows check when it samples rows by their hash."""
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,9 @@ import numpy as np
 import pytest
 
 from sql_tools import ToolContext
+from sql_tools.passes import HeldAnswers
 from tasks.engine import cube as cube_mod
+from tasks.engine import leaf_days as leaf_days_mod
 from tasks.engine.explain import analyze
 from tasks.engine.quality import duplicates
 from tasks.ingest.load import load_files
@@ -155,3 +158,64 @@ def test_a_failing_check_on_postgres_stops_the_question_before_the_search(both, 
     with pytest.raises(ToolInputError, match="the checks could not run"):
         _explained(url, {"table": "events", "metric": "sum(revenue)", **DATES})
     assert searched == []
+
+
+# 400: sample 1 row in 8 by its hash; 10: 1 in 512, days with no row in the sample
+@pytest.mark.parametrize("exact_max", [None, 400, 10])
+@pytest.mark.parametrize("shape", ["dates", "labels", "timestamp, filtered"])
+def test_the_one_aggregation_counts_the_rows_loaded_twice(both, monkeypatch, shape, exact_max):
+    """Once the question's check has counted the periods' rows, the one aggregation to cells
+    also counts what the duplicates check counts (one pass less). What it holds for the check is
+    what the check's own SQL gives on the source, on DuckDB and on Postgres; the check finds
+    the same day with or without it; and its SQL is the check's own."""
+    if exact_max is not None:
+        monkeypatch.setattr(duplicates, "DUPLICATE_EXACT_MAX_ROWS", exact_max)
+    qargs = {
+        "dates": {"metric": "sum(revenue)", **DATES},
+        "labels": {"metric": "sum(revenue)", **LABELS},
+        "timestamp, filtered": {
+            "metric": "count(*)", **DATES, "time_column": "ts", "filters": ["plan=pro"]
+        },
+    }[shape]
+    held: list[Any] = []
+    hold = HeldAnswers.hold
+
+    def keep(self: HeldAnswers, out: Any) -> None:
+        if out.columns[:1] == ["unit"]:
+            held.append(out)
+        hold(self, out)
+
+    monkeypatch.setattr(HeldAnswers, "hold", keep)
+    for where in both["doubled"]:
+        found, passes = [], []
+        for merged in (True, False):
+            if not merged:
+                monkeypatch.setattr(leaf_days_mod, "held_ahead", lambda *args: None)
+            held.clear()
+            opened = open_postgres(where) if isinstance(where, str) else ToolContext(where)
+            with opened as ctx:
+                q = question_of(ctx, {"table": "events", **qargs})
+                with ctx.passes.during("engine"):
+                    e = analyze(ctx, q).explanation
+                passes.append(ctx.passes.by_step()["engine"]["events"])
+                issues = [i for i in e.data_quality if i.kind == "duplicate_rows"]
+                found.append([(i.details, i.evidence.sql, i.evidence.params) for i in issues])
+                if merged:
+                    (out,) = held
+                    rerun = ctx.run(out.sql, out.params, max_rows=100)
+                    assert [tuple(_plain(x) for x in r) for r in rerun.rows] == out.rows
+                else:
+                    assert held == []
+        monkeypatch.undo()
+        monkeypatch.setattr(HeldAnswers, "hold", keep)
+        if exact_max is not None:
+            monkeypatch.setattr(duplicates, "DUPLICATE_EXACT_MAX_ROWS", exact_max)
+        assert found[0] == found[1], where
+        if shape != "timestamp, filtered" and exact_max != 10:
+            assert found[0], where  # the doubled day is found
+        assert passes[0] == passes[1] - 1, (where, passes)
+
+
+def _plain(x: Any) -> Any:
+    """A count as the held answer gives it (Postgres sums integers as NUMERIC)."""
+    return int(x) if isinstance(x, Decimal) else x

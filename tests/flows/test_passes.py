@@ -27,10 +27,10 @@ from tests.support.pg_source import copy_tables, reader_role
 
 SCENARIO = "pricing_join"
 TABLES = {"events", "users"}
-ENGINE_PASSES = {"events": 3, "users": 2}
+ENGINE_PASSES = {"events": 2, "users": 2}
 """Most passes the engine's step makes over each table: the question's check (which counts the
-coverage and non-NULL values the data-quality checks read too), the one aggregation to cells,
-and the rows loaded twice (a hash of every row), which the cells cannot answer (docs/deploy.md,
+coverage and non-NULL values the data-quality checks read too) and the one aggregation to cells,
+which also counts the rows loaded twice (a hash of every row of ``events``; docs/deploy.md,
 "Passes over the source"). Its root causes are checked on the cells."""
 OPEN_SCANS = {"events": 2, "users": 2}
 """Most sequential scans of each table opening data in Postgres makes: one statement measures

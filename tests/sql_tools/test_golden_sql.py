@@ -34,7 +34,10 @@ from sql_tools.describe import DescribeInput, describe_query
 from sql_tools.dialects import DIALECTS, DialectError, for_bigquery, for_snowflake, render
 from sql_tools.sample import SampleInput, sample_query
 from tasks.engine.cube import EngineSql, segment_query
+from tasks.engine.leaf_days import cells_with_copies
 from tasks.engine.parse import build_question
+from tasks.engine.quality._scope import _Scope
+from tasks.engine.quality.duplicates import Ahead, duplicates_query
 from tasks.engine.spec import Question
 from tasks.ingest.load import load_files
 from tasks.tools import dispatch
@@ -79,6 +82,17 @@ def _engine(
     def build(ctx: ToolContext) -> Query:
         sql = EngineSql(ctx, _question(ctx, **question), dims)
         return Query(method(sql), sql.params.values)
+
+    return build
+
+
+def _cells_with_copies(k: int, dims: list[str], **question: Any) -> Build:
+    def build(ctx: ToolContext) -> Query:
+        q = _question(ctx, **question)
+        sql = EngineSql(ctx, q, dims)
+        scope = _Scope.build(ctx, q, dims)  # type: ignore[arg-type]
+        copies = Ahead(*duplicates_query(scope, k), k)
+        return Query(cells_with_copies(sql, copies, q.periods.by_dates), sql.params.values)
 
     return build
 
@@ -270,6 +284,11 @@ CASES: dict[str, tuple[str, Build]] = {
         "engine: the one pass over the source, the rows summed per leaf, period and day (the "
         "cube, the daily series and the segments' sums are read from it)",
         _engine(lambda s: s.cells(with_day=True), DIMS, **SALES),
+    ),
+    "engine_leaf_days_copies": (
+        "engine: the one pass over the source also counting the rows loaded twice (one row in "
+        "4, sampled by the hash of the whole row, grouped per day by that hash)",
+        _cells_with_copies(4, DIMS, **SALES),
     ),
     "engine_leaf_days_ratio": (
         "engine: the one pass over the source for a ratio over period labels (no days)",

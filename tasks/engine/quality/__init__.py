@@ -21,7 +21,9 @@ Queries (label periods run only the last three):
    ``null_spike``;
 4. rows, distinct rows and their copy counts per day (per period for label periods), grouping
    rows by a hash of all their columns (on a hash sample above a million rows) ->
-   ``duplicate_rows``, only where the copies show a repeated load (see ``duplicates.py``).
+   ``duplicate_rows``, only where the copies show a repeated load (see ``duplicates.py``);
+   counted by the engine's one aggregation when the question's check counted the periods' rows
+   (``tasks/engine/leaf_days.py``), so that this query reads nothing;
 5. NaN, Infinity and -Infinity per period in the metric's floating-point columns ->
    ``non_finite_values``; also counted ahead by the question's check, like query 1.
 

@@ -4,12 +4,13 @@ periods) -> ``duplicate_rows``, only where the copies show a repeated load."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sqlglot import exp
 
-from sql_tools._context import QueryOutput
+from sql_tools._context import QueryOutput, ToolContext
 from sql_tools._sql import ident
 from tasks.engine.distributions import poisson_sf
 from tasks.engine.quality._scope import (
@@ -23,8 +24,10 @@ from tasks.engine.quality._scope import (
     _Query,
     _Scope,
 )
-from tasks.engine.quality.nulls import _PeriodRows
+from tasks.engine.quality.coverage import coverage_query
+from tasks.engine.quality.nulls import _PeriodRows, null_query
 from tasks.engine.result import DataQualityIssue
+from tasks.engine.spec import Question
 
 # Identical rows are not evidence of a double load by themselves: event data without an id
 # (``date, platform, country, purchases``) repeats rows all the time. What a repeated load leaves
@@ -57,7 +60,7 @@ DUPLICATE_SPARSE_SHARE = 0.05
 """Extra copies are judged only where the typical unit has fewer copies than this share."""
 
 
-def _sample_factor(rows: int) -> int:
+def sample_factor(rows: int) -> int:
     """1 (exact) up to ``DUPLICATE_EXACT_MAX_ROWS`` rows; else the power of two bringing the
     sampled rows under it."""
     k = 1
@@ -95,48 +98,94 @@ def _duplicate_rows(scope: _Scope, rows: _PeriodRows) -> list[DataQualityIssue]:
     pass, no sort); two different rows share a hash with probability ~n^2/2^65 (about 3e-6 at 10
     million rows). Above ``DUPLICATE_EXACT_MAX_ROWS`` rows only the rows whose hash is 0 modulo a
     power of two k are grouped: copies of a row share its hash, so each group is kept or dropped
-    whole, and its count (the evidence of both tests) is exact.
+    whole, and its count (the evidence of both tests) is exact. When the engine's one
+    aggregation carried these counts (:func:`tasks.engine.leaf_days.leaf_days`), the answer is
+    held on the connection and the query reads nothing.
     """
-    k = _sample_factor(rows.baseline + rows.comparison)
-    q = _Query(scope)
-    row_hash = exp.Anonymous(
-        this="hash", expressions=[q.col(c) for c in scope.ctx.schema.tables[scope.table]]
-    )
-    sample = None
-    if k > 1:
-        sample = exp.EQ(
-            this=exp.Mod(this=row_hash.copy(), expression=exp.Literal.number(k)),
-            expression=exp.Literal.number(0),
-        )
-    unit = q.day() if scope.time is not None else q.in_period("baseline")
-    per_row = (
-        q.base(exp.select(unit.as_("unit"), exp.Count(this=exp.Star()).as_("copies")))
-        .where(q.where(exp.Paren(this=q.in_either()), sample))
-        .group_by(exp.Literal.number(1), row_hash)
-    )
-
-    def multiple_of(fold: int) -> exp.Expression:
-        mod = exp.Mod(this=_c("copies"), expression=exp.Literal.number(fold))
-        return _count_if(exp.EQ(this=mod, expression=exp.Literal.number(0))).as_(f"x{fold}")
-
-    tree = (
-        exp.select(
-            _c("unit"),
-            exp.Sum(this=_c("copies")).as_("rows"),
-            exp.Count(this=exp.Star()).as_("distinct_rows"),
-            *[multiple_of(f) for f in DUPLICATE_FOLDS],
-        )
-        .from_(exp.Table(this=ident("per_row")))
-        .group_by(exp.Literal.number(1))
-        .order_by(exp.Literal.number(1))
-        .with_("per_row", as_=per_row)
-    )
+    k = sample_factor(rows.baseline + rows.comparison)
+    tree, q = duplicates_query(scope, k)
     days = scope.range("baseline").days + scope.range("comparison").days if scope.time else 2
     out = q.run(tree, max_rows=days + 1)
     units = [_unit(scope, row) for row in out.rows]
     _find_folds(units)
     _find_extra_copies(units)
     return _duplicate_issue(scope, rows, units, k, out)
+
+
+def row_key(q: _Query, k: int) -> tuple[exp.Expression, exp.Expression | None]:
+    """A hash of the whole row of the question's table, and the condition that keeps a row in
+    the sample of one in ``k`` (None: every row)."""
+    row_hash = exp.Anonymous(
+        this="hash", expressions=[q.col(c) for c in q.scope.ctx.schema.tables[q.scope.table]]
+    )
+    if k == 1:
+        return row_hash, None
+    sample = exp.EQ(
+        this=exp.Mod(this=row_hash.copy(), expression=exp.Literal.number(k)),
+        expression=exp.Literal.number(0),
+    )
+    return row_hash, sample
+
+
+def multiple_of(copies: exp.Expression, fold: int, *conds: exp.Expression) -> exp.Expression:
+    """The distinct rows (groups of ``copies`` rows, where ``conds`` hold) whose count is a
+    multiple of ``fold``, named ``x<fold>``."""
+    mod = exp.Mod(this=copies, expression=exp.Literal.number(fold))
+    cond = exp.and_(*[c.copy() for c in conds], exp.EQ(this=mod, expression=exp.Literal.number(0)))
+    return _count_if(cond).as_(f"x{fold}")
+
+
+def duplicates_query(scope: _Scope, k: int) -> tuple[exp.Select, _Query]:
+    """The check's own query, sampling one row in ``k`` by its hash: per unit (a day; a period
+    for label periods), its rows, distinct rows and the distinct rows whose count is a multiple
+    of each fold."""
+    q = _Query(scope)
+    row_hash, sample = row_key(q, k)
+    unit = q.day() if scope.time is not None else q.in_period("baseline")
+    per_row = (
+        q.base(exp.select(unit.as_("unit"), exp.Count(this=exp.Star()).as_("copies")))
+        .where(q.where(exp.Paren(this=q.in_either()), sample))
+        .group_by(exp.Literal.number(1), row_hash)
+    )
+    tree = (
+        exp.select(
+            _c("unit"),
+            exp.Sum(this=_c("copies")).as_("rows"),
+            exp.Count(this=exp.Star()).as_("distinct_rows"),
+            *[multiple_of(_c("copies"), f) for f in DUPLICATE_FOLDS],
+        )
+        .from_(exp.Table(this=ident("per_row")))
+        .group_by(exp.Literal.number(1))
+        .order_by(exp.Literal.number(1))
+        .with_("per_row", as_=per_row)
+    )
+    return tree, q
+
+
+@dataclass
+class Ahead:
+    """The check's own query, to be answered by another pass over the same rows."""
+
+    tree: exp.Select
+    q: _Query
+    k: int
+    """Its sample factor (see :func:`sample_factor`)."""
+
+
+def held_ahead(ctx: ToolContext, q: Question, dims: Sequence[str]) -> Ahead | None:
+    """The check's own query (:func:`duplicates_query`) for ``q`` over ``dims`` (the checks'
+    columns), when the rows it samples by are already counted: the question's check held them
+    on the connection (the coverage query's answer; the null check's for label periods), so a
+    pass that reads the question's rows anyway can count this query's numbers too. None when
+    they are not held (the check then runs its own query)."""
+    scope = _Scope.build(ctx, q, dims)
+    tree, counting = coverage_query(scope) if scope.time is not None else null_query(scope)
+    counted = ctx.held.peek(counting.sql(tree), counting.params.values)
+    if counted is None:
+        return None
+    row = dict(zip(counted.columns, counted.rows[0], strict=True))
+    k = sample_factor(row["baseline_rows"] + row["comparison_rows"])
+    return Ahead(*duplicates_query(scope, k), k)
 
 
 def _unit(scope: _Scope, row: tuple[Any, ...]) -> _Unit:

@@ -1,0 +1,103 @@
+-- engine_leaf_days_copies: engine: the one pass over the source also counting the rows loaded twice (one row in 4, sampled by the hash of the whole row, grouped per day by that hash)
+-- p1 = datetime.date(2024, 1, 1)
+-- p2 = datetime.date(2024, 1, 7)
+-- p3 = datetime.date(2024, 1, 8)
+-- p4 = datetime.date(2024, 1, 14)
+-- p5 = 'LATAM'
+SELECT
+  "d0",
+  "d1",
+  "d2",
+  "__p",
+  "__day",
+  MIN("n") AS "n",
+  MIN("qn") AS "qn",
+  MIN("rows") AS "rows",
+  "__cell",
+  SUM("rows") FILTER(WHERE
+    NOT "__h" IS NULL) AS "__rows",
+  COUNT(*) FILTER(WHERE
+    NOT "__h" IS NULL) AS "__distinct",
+  COUNT(*) FILTER(WHERE
+    NOT "__h" IS NULL AND MOD("rows", 4) = 0) AS "__x4",
+  COUNT(*) FILTER(WHERE
+    NOT "__h" IS NULL AND MOD("rows", 3) = 0) AS "__x3",
+  COUNT(*) FILTER(WHERE
+    NOT "__h" IS NULL AND MOD("rows", 2) = 0) AS "__x2"
+FROM (
+  SELECT
+    "d0",
+    "d1",
+    "d2",
+    "__p",
+    "__day",
+    SUM("__n") AS "n",
+    SUM("__n" * "__n") AS "qn",
+    COUNT(*) AS "rows",
+    GROUPING("__h") AS "__cell",
+    "__h"
+  FROM (
+    SELECT
+      "t0"."region" AS "d0",
+      "t0"."product" AS "d1",
+      "t1"."tier" AS "d2",
+      CASE WHEN "t0"."day" BETWEEN %(p3)s AND %(p4)s THEN 1 ELSE 0 END AS "__p",
+      CAST("t0"."day" AS DATE) AS "__day",
+      CAST(CASE
+        WHEN (
+          "t0"."revenue" > CAST('-Infinity' AS DOUBLE PRECISION)
+          AND "t0"."revenue" < CAST('Infinity' AS DOUBLE PRECISION)
+        )
+        THEN "t0"."revenue"
+        ELSE NULL
+      END AS DOUBLE PRECISION) AS "__n",
+      1 AS "__d",
+      CASE
+        WHEN MOD(
+          HASHTEXTEXTENDED(
+            CAST(ROW(
+              "t0"."day",
+              "t0"."region",
+              "t0"."product",
+              "t0"."revenue",
+              "t0"."orders",
+              "t0"."customer_id"
+            ) AS TEXT),
+            0
+          ),
+          4
+        ) = 0
+        THEN HASHTEXTEXTENDED(
+          CAST(ROW(
+            "t0"."day",
+            "t0"."region",
+            "t0"."product",
+            "t0"."revenue",
+            "t0"."orders",
+            "t0"."customer_id"
+          ) AS TEXT),
+          0
+        )
+      END AS "__h"
+    FROM "sales" AS "t0"
+    LEFT JOIN "customers" AS "t1"
+      ON "t0"."customer_id" = "t1"."customer_id"
+    WHERE
+      "t0"."region" <> %(p5)s
+      AND (
+        "t0"."day" BETWEEN %(p1)s AND %(p2)s OR "t0"."day" BETWEEN %(p3)s AND %(p4)s
+      )
+  ) AS "b"
+  GROUP BY
+    GROUPING SETS (
+      ("d0", "d1", "d2", "__p", "__day"),
+      ("__p", "__day", "__h")
+    )
+) AS "g"
+GROUP BY
+  "d0",
+  "d1",
+  "d2",
+  "__p",
+  "__day",
+  "__cell"
