@@ -28,6 +28,7 @@ import re
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import duckdb
@@ -35,11 +36,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
-from sql_tools._context import QueryOutput, ToolContext
+from sql_tools._context import Column, QueryOutput, ToolContext
 from sql_tools._errors import ResourceLimit
 from sql_tools._sql import Params, ident, to_sql, typed_value
 from sql_tools.catalog import jsonable
-from tasks.engine.cube import EngineSql, _col, estimated_leaves
+from tasks.engine.cube import MAX_DIMENSION_VALUES, EngineSql, _col, estimated_leaves
 from tasks.engine.quality._scope import _count_if
 from tasks.engine.quality.duplicates import (
     DUPLICATE_FOLDS,
@@ -51,24 +52,44 @@ from tasks.engine.quality.duplicates import (
 from tasks.engine.spec import Question
 
 TABLE = "__drilldown_cells"
+DAY_VALUES = "__drilldown_day_values"
 MAX_CELLS = 3_000_000
 """Most cells stored (estimated before the query runs; about 120 bytes each): the leaves of a
 search (at most :data:`~tasks.engine.cube.LEAF_BUDGET`) over two weeks. A question of more,
 two months of many leaves, reads the source for each number instead."""
 
 
+@dataclass
+class DayValues:
+    """The missing-days check's columns and their rows per day and value, from the one pass."""
+
+    columns: Sequence[Column]
+    table: pa.Table | None
+
+
 class LeafDays:
     """The stored cells of one question over ``dims`` (see the module's docstring), in a
     temporary table of a connection of their own. Close it when done (:meth:`close`)."""
 
-    def __init__(self, ctx: ToolContext, q: Question, dims: list[str], table: pa.Table) -> None:
+    def __init__(
+        self,
+        ctx: ToolContext,
+        q: Question,
+        dims: list[str],
+        table: pa.Table,
+        days: DayValues | None = None,
+    ) -> None:
         self.ctx, self.q, self.dims = ctx, q, list(dims)
         self.sql = EngineSql(ctx, q, dims)
+        self.day_columns = [c.ref for c in days.columns] if days is not None else None
+        """The columns whose rows per day and value are stored (:attr:`day_values`), or None."""
         self.con: duckdb.DuckDBPyConnection | None = _connection(ctx)
         try:
             self.con.register("__arrow_cells", table)
             self.con.execute(f'CREATE TEMP TABLE "{TABLE}" AS SELECT * FROM __arrow_cells')
             self.con.unregister("__arrow_cells")
+            if days is not None:
+                self._store_day_values(days)
         except BaseException:
             self.close()
             raise
@@ -79,6 +100,30 @@ class LeafDays:
     def table(self) -> exp.Expression:
         """The stored cells, as a FROM clause."""
         return exp.Table(this=ident(TABLE), db=ident("main"), catalog=ident("temp"))
+
+    @property
+    def day_values(self) -> exp.Expression:
+        """The stored rows per day, overall and per value of :attr:`day_columns`, as the
+        missing-days query groups them on the source (``day``, ``d0`` ..., ``set``, ``rows``),
+        as a FROM clause."""
+        return exp.Table(this=ident(DAY_VALUES), db=ident("main"), catalog=ident("temp"))
+
+    def _store_day_values(self, days: DayValues) -> None:
+        """Store the rows per day and value the one pass counted, and each day's rows (the
+        day alone: the sum of its cells)."""
+        assert self.con is not None and days.table is not None
+        k = len(days.columns)
+        cols = [f"__s{i} AS d{i}" for i in range(k)]
+        nulls = [f"NULL AS d{i}" for i in range(k)]
+        self.con.register("__arrow_day_values", days.table)
+        self.con.execute(
+            f'CREATE TEMP TABLE "{DAY_VALUES}" AS '
+            f'SELECT __day AS "day", {", ".join(cols)}, __set AS "set", "rows" '
+            "FROM __arrow_day_values UNION ALL "
+            f'SELECT __day, {", ".join(nulls)}, {2**k - 1}, sum("rows") '
+            f'FROM "{TABLE}" GROUP BY __day'
+        )
+        self.con.unregister("__arrow_day_values")
 
     def run(self, tree: exp.Expression, params: dict[str, Any] | None = None) -> pa.Table:
         """Run one of the engine's trees on the stored cells."""
@@ -196,22 +241,31 @@ def leaf_days(
         return None
     with_day = q.periods.by_dates
     copies = held_ahead(ctx, q, checked) if checked is not None else None
-    tree = (
-        sql.cells(with_day=with_day)
-        if copies is None
-        else cells_with_copies(sql, copies, with_day)
-    )
+    if copies is None:
+        tree, days = sql.cells(with_day=with_day), ()
+    else:
+        days = _days_not_in(copies, dims) if with_day else ()
+        tree = cells_with_copies(sql, copies, with_day, days)
     text = to_sql(tree, ctx.dialect)
     t0 = time.perf_counter()
+    most = MAX_CELLS + _units(q) * (1 + len(days) * MAX_DIMENSION_VALUES)
     try:
-        table = ctx.run_arrow(text, sql.params.values, max_rows=MAX_CELLS + _units(q))
+        table = ctx.run_arrow(text, sql.params.values, max_rows=most)
     except ResourceLimit:  # a profile's estimate of distinct values fell short
         return None
+    values = None
     if copies is not None:
-        table = _hold_copies(ctx, table, copies, with_day, time.perf_counter() - t0)
+        table, values = _hold_copies(ctx, table, copies, with_day, time.perf_counter() - t0)
     if table.num_rows > MAX_CELLS:
         return None
-    return LeafDays(ctx, q, dims, table)
+    return LeafDays(ctx, q, dims, table, DayValues(days, values) if days else None)
+
+
+def _days_not_in(copies: Ahead, dims: list[str]) -> tuple[Column, ...]:
+    """The missing-days check's columns, when the cells do not hold them all (after screening):
+    the one pass then counts their rows per day and value too. None when they do."""
+    checked = copies.scope.segment_dimensions
+    return () if all(c.ref in dims for c in checked) else checked
 
 
 def _units(q: Question) -> int:
@@ -223,39 +277,51 @@ def _units(q: Question) -> int:
 _COPY_COUNTS = ("__rows", "__distinct", *(f"__x{f}" for f in DUPLICATE_FOLDS))
 
 
-def cells_with_copies(sql: EngineSql, copies: Ahead, with_day: bool) -> exp.Select:
+def cells_with_copies(
+    sql: EngineSql, copies: Ahead, with_day: bool, days: Sequence[Column] = ()
+) -> exp.Select:
     """The cells and the duplicates check's numbers from one pass over the rows.
 
-    The rows are grouped twice in one statement (``GROUPING SETS``): by the cells' keys, and by
-    period (and day) and a hash of the whole row of the question's table, sampled as the check
-    samples it (:func:`~tasks.engine.quality.duplicates.row_key`). An outer grouping passes each
-    cell through unchanged (``min`` of its one row) and sums the hashed groups per unit into the
-    check's numbers: rows, distinct rows and the distinct rows seen a multiple of each fold."""
+    The rows are grouped several ways in one statement (``GROUPING SETS``): by the cells' keys,
+    and by period (and day) and a hash of the whole row of the question's table, sampled as the
+    check samples it (:func:`~tasks.engine.quality.duplicates.row_key`); and, for each of the
+    ``days`` columns, by period, day and value (the missing-days check's rows per value, when the
+    cells do not hold those columns). An outer grouping passes each cell and each day's value
+    through unchanged (``min`` of its one row) and sums the hashed groups per unit into the
+    check's numbers: rows, distinct rows and the distinct rows seen a multiple of each fold.
+    ``__cell`` is 0 on those units; ``__set`` (``GROUPING`` of the ``days`` columns, numbered as
+    the missing-days query numbers its sets) tells the cells (every bit set) from a value's."""
     row_hash, sample = row_key(copies.q, copies.k)
     h = row_hash if sample is None else exp.Case(ifs=[exp.If(this=sample, true=row_hash)])
+    values = [sql.src.expr(c).as_(f"__s{i}") for i, c in enumerate(days)]  # joins before base
+    vcols = [f"__s{i}" for i in range(len(days))]
     keys = [*[f"d{j}" for j in range(len(sql.dims))], "__p", *(["__day"] if with_day else [])]
     units = ["__p", *(["__day"] if with_day else [])]
     sets = exp.GroupingSets(
         expressions=[
             exp.Tuple(expressions=[_col(k) for k in keys]),
             exp.Tuple(expressions=[_col(k) for k in [*units, "__h"]]),
+            *[exp.Tuple(expressions=[_col(k) for k in [*units, v]]) for v in vcols],
         ]
     )
+    grouping = [exp.alias_(exp.Anonymous(this="GROUPING", expressions=[_col("__h")]), "__cell")]
+    if vcols:
+        grouping.append(
+            exp.alias_(exp.Anonymous(this="GROUPING", expressions=[_col(v) for v in vcols]), "__set")
+        )
     inner: exp.Select = exp.select(
-        *[_col(k) for k in keys],
-        *sql._cell_sums(),
-        exp.alias_(exp.Anonymous(this="GROUPING", expressions=[_col("__h")]), "__cell"),
-        _col("__h"),
+        *[_col(k) for k in [*keys, *vcols]], *sql._cell_sums(), *grouping, _col("__h")
     )
-    rows = sql.base(with_day=with_day).select(h.as_("__h"))
+    rows = sql.base(with_day=with_day).select(h.as_("__h"), *values)
     inner = inner.from_(exp.alias_(exp.paren(rows), "b", table=True))
     inner.set("group", exp.Group(grouping_sets=[sets]))
     hashed = exp.Not(this=exp.Is(this=_col("__h"), expression=exp.Null()))
+    passed = [*keys, *vcols, "__cell", *(["__set"] if vcols else [])]
     return (
         exp.select(
-            *[_col(k) for k in keys],
+            *[_col(k) for k in [*keys, *vcols]],
             *[exp.alias_(exp.Min(this=_col(x)), x) for x in sql.cell_sums],
-            _col("__cell"),
+            *[_col(k) for k in passed[len(keys) + len(vcols) :]],
             exp.alias_(
                 exp.Filter(this=exp.Sum(this=_col("rows")), expression=exp.Where(this=hashed)),
                 "__rows",
@@ -267,18 +333,19 @@ def cells_with_copies(sql: EngineSql, copies: Ahead, with_day: bool) -> exp.Sele
             ],
         )
         .from_(exp.alias_(exp.paren(inner), "g", table=True))
-        .group_by(*[_col(k) for k in [*keys, "__cell"]])
+        .group_by(*[_col(k) for k in passed])
     )
 
 
 def _hold_copies(
     ctx: ToolContext, table: pa.Table, copies: Ahead, with_day: bool, secs: float
-) -> pa.Table:
+) -> tuple[pa.Table, pa.Table | None]:
     """Hold the duplicates check's answer (its own SQL and parameters, its rows: per unit in the
-    unit's order) on the connection; return the cells alone, as the cells' query gives them."""
+    unit's order) on the connection. Returns the cells alone, as the cells' query gives them,
+    and the rows per day and value of the missing-days check's columns (None: not counted)."""
     tree, dq = copies.tree, copies.q
-    is_cell = pc.equal(table["__cell"], 1)
-    units = table.filter(pc.invert(is_cell)).to_pylist()
+    is_unit = pc.equal(table["__cell"], 0)
+    units = table.filter(is_unit).to_pylist()
     rows = sorted(
         (
             (u["__day"] if with_day else u["__p"] == 0, *(int(u[c] or 0) for c in _COPY_COUNTS))
@@ -290,7 +357,14 @@ def _hold_copies(
     columns = ["unit", "rows", "distinct_rows", *(f"x{f}" for f in DUPLICATE_FOLDS)]
     params = {k: jsonable(v) for k, v in dq.params.values.items()}
     ctx.held.hold(QueryOutput(columns, rows, dq.sql(tree), params, secs * 1000))
-    return table.filter(is_cell).drop_columns(["__cell", *_COPY_COUNTS])
+    table = table.filter(pc.invert(is_unit))
+    vcols = [c for c in table.column_names if re.fullmatch(r"__s[0-9]+", c)]
+    if not vcols:
+        return table.drop_columns(["__cell", *_COPY_COUNTS]), None
+    is_cell = pc.equal(table["__set"], 2 ** len(vcols) - 1)
+    values = table.filter(pc.invert(is_cell)).select(["__day", *vcols, "__set", "rows"])
+    cells = table.filter(is_cell).drop_columns(["__cell", "__set", *vcols, *_COPY_COUNTS])
+    return cells, values
 
 
 def estimated_cells(ctx: ToolContext, q: Question, dims: list[str]) -> int:

@@ -113,3 +113,51 @@ def test_too_many_cells_read_the_source_for_each_number_with_the_same_answer(
     for x, y in zip(a.root_causes, b.root_causes, strict=True):
         assert _close(x.baseline, y.baseline) and _close(x.comparison, y.comparison)
     assert _close(a.change.p_value, b.change.p_value)
+
+
+def test_after_screening_the_one_pass_counts_the_rows_per_day_and_value(tmp_path, monkeypatch):
+    """Screening keeps fewer columns than the missing-days check reads, so the cells cannot
+    give its rows per day and value: the one aggregation counts them too (one grouping set per
+    column checked), and the check finds the web collector's missing day as when it read the
+    source itself, with its own SQL shown, whose rows on the source are the rows it was given;
+    the engine reads the table once less."""
+    from tasks.engine import leaf_days as leaf_days_mod
+    from tasks.engine.answerable import check_answerable
+    from tasks.engine.quality import days as days_mod
+
+    monkeypatch.setattr(cube_mod, "LEAF_BUDGET", 6)  # too many leaves: screen the columns first
+    db = _db(tmp_path, "segment_outage")
+    given = []
+    on_cells = days_mod._on_cells
+
+    def keep(*args, **kwargs):
+        out = on_cells(*args, **kwargs)
+        given.append(out)
+        return out
+
+    monkeypatch.setattr(days_mod, "_on_cells", keep)
+    found, passes = [], []
+    for fold in (True, False):
+        if not fold:
+            monkeypatch.setattr(leaf_days_mod, "_days_not_in", lambda *args: ())
+        with ToolContext(db) as ctx:
+            q = _question(ctx, "segment_outage")
+            check_answerable(ctx, q)
+            with ctx.passes.during("engine"):
+                e = analyze(ctx, q).explanation
+            assert e.stats.get("screening"), e.stats
+            assert len(e.stats["search_dimensions"]) < 4, e.stats["search_dimensions"]
+            passes.append(ctx.passes.by_step()["engine"]["events"])
+            found.append(
+                [(i.kind, i.details, i.evidence.sql, i.evidence.params) for i in e.data_quality]
+            )
+            if fold:
+                (out,) = given
+                rerun = ctx.run(out.sql, out.params, max_rows=10_000)
+                assert rerun.columns == out.columns
+                assert sorted(map(repr, rerun.rows)) == sorted(map(repr, out.rows))
+            else:
+                assert len(given) == 1  # the source was read for the days instead
+    assert found[0] == found[1]
+    assert "segment_missing_days" in [kind for kind, *_ in found[0]]
+    assert passes[0] == passes[1] - 1, passes

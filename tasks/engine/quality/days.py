@@ -69,7 +69,7 @@ def _day_counts(scope: _Scope, cells: LeafDays | None = None) -> _DayCounts:
     # day totals for both periods, plus for each steady value (at most 100 per dimension:
     # each holds >= 1% of rows) its comparison days and its first baseline day
     max_rows = b.days + c.days + k * 100 * (c.days + 1) + 1
-    if cells is not None and cells.covers({d.ref: None for d in scope.segment_dimensions}):
+    if cells is not None and _counted(scope, cells):
         out = _on_cells(scope, cells, tree, q, max_rows)
     else:
         out = q.run(tree, max_rows=max_rows)
@@ -101,6 +101,13 @@ def _day_counts(scope: _Scope, cells: LeafDays | None = None) -> _DayCounts:
             seg.present.add(day)
     counts.segments = list(segments.values())
     return counts
+
+
+def _counted(scope: _Scope, cells: LeafDays) -> bool:
+    """Whether the stored cells hold the rows per day and value of every column checked: the
+    cells hold the columns, or the one pass counted their rows per day and value."""
+    checked = [d.ref for d in scope.segment_dimensions]
+    return cells.covers(dict.fromkeys(checked)) or cells.day_columns == checked
 
 
 def _on_cells(
@@ -138,7 +145,12 @@ def _by_day_and_value(
 
 def _grouped_cells(scope: _Scope, cells: LeafDays) -> exp.Select:
     """The days query's first step on the stored cells: rows per day, overall and per value of
-    each dimension, summed from the cells (the same filters and periods made them)."""
+    each dimension, summed from the cells (the same filters and periods made them); or, when
+    the cells do not hold the dimensions, the rows per day and value the one pass counted."""
+    if not cells.covers(dict.fromkeys(d.ref for d in scope.segment_dimensions)):
+        k = len(scope.segment_dimensions)
+        names = ["day", *[f"d{i}" for i in range(k)], "set", "rows"]
+        return exp.select(*[_c(n) for n in names]).from_(cells.day_values)
     picked = exp.select(
         _c("__day"),
         *[

@@ -171,6 +171,11 @@ class Ahead:
     k: int
     """Its sample factor (see :func:`sample_factor`)."""
 
+    @property
+    def scope(self) -> _Scope:
+        """The question as the data-quality checks resolved it."""
+        return self.q.scope
+
 
 def held_ahead(ctx: ToolContext, q: Question, dims: Sequence[str]) -> Ahead | None:
     """The check's own query (:func:`duplicates_query`) for ``q`` over ``dims`` (the checks'
