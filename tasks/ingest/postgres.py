@@ -5,19 +5,27 @@ see :class:`~sql_tools._postgres.PostgresContext`), then measures each chosen ta
 read-only, and gives the context the same catalogue the DuckDB loader stores: per column its
 kind, nulls, distinct count, range, most frequent values, a guessed role
 (:func:`~tasks.ingest.profile.guess_role`), and the verified join keys between the tables
-(:func:`~tasks.ingest.profile.detect_join_keys`, whose two checks are plain SQL).
+(:func:`~tasks.ingest.profile.detect_join_keys`).
 
-Cost per table: one pass. A warehouse bills each scan and a large table costs time on any
-database, so one statement (``GROUP BY GROUPING SETS ((), (a), (b), ...)``) counts the rows of
-each value of every column, and each column's statistics come from its groups: non-NULL values,
-distinct values, range, the five most frequent values (for a near-unique column, the first ones
-by count then value), how many text values look like numbers or dates and the smallest one
-that does not. The whole-table set gives the row count and the sum of the rows' hashes, the
-data's fingerprint (``PostgresContext.content_fingerprint``), so opening the data reads each
-table once; the join keys' checks read the two tables of a candidate pair once more. Distinct
-counts are exact up to ``EXACT_DISTINCT_MAX_ROWS`` rows; above, Postgres's own estimate from its
-statistics (``pg_stats``, kept by ANALYZE) is used when there is one, else the exact count. Text
-is compared byte by byte (``COLLATE "C"``), as DuckDB compares it.
+Cost per table: one pass, join keys included. A warehouse bills each scan and a large table
+costs time on any database, so one statement (``GROUP BY GROUPING SETS ((), (a), (b), ...)``)
+counts the rows of each value of every column, and each column's statistics come from its
+groups: non-NULL values, distinct values, range, the five most frequent values (for a
+near-unique column, the first ones by count then value), how many text values look like numbers
+or dates and the smallest one that does not. The whole-table set gives the row count and the
+sum of the rows' hashes, the data's fingerprint (``PostgresContext.content_fingerprint``).
+
+The join keys' candidates are known from names and types before any row is read
+(:func:`~tasks.ingest.profile.join_candidates`), so the same statement measures what their two
+checks need: whether a column's values are all different (its exact distinct count against its
+non-NULL values), and each candidate column's distinct values, whose containment in the other
+column is counted here, without reading either table again. Values are brought back only for
+types whose ``=`` is Python's equality (``KEY_TYPES``), and at most ``KEY_VALUES_MAX`` values
+(``KEY_TEXT_MAX_BYTES`` of text) per column; a pair whose values were not all brought back is
+checked in SQL, which reads both its tables once more. Distinct counts in the profile are exact
+up to ``EXACT_DISTINCT_MAX_ROWS`` rows; above, Postgres's own estimate from its statistics
+(``pg_stats``, kept by ANALYZE) is used when there is one, else the exact count. Text is
+compared byte by byte (``COLLATE "C"``), as DuckDB compares it.
 """
 
 from __future__ import annotations
@@ -30,12 +38,14 @@ from sql_tools._postgres import ROW_HASH_SUM, PostgresContext, is_postgres_url
 from sql_tools.catalog import Catalog, ColumnProfile, Scalar, TableProfile, jsonable, kind_of
 from tasks.ingest.profile import (
     EXACT_DISTINCT_MAX_ROWS,
+    KeyFacts,
     _cut,
     _mixed_kind,
     _mixed_note,
     _sample_list,
     detect_join_keys,
     guess_role,
+    join_candidates,
     quote,
 )
 
@@ -48,6 +58,18 @@ NUMBER_PATTERN = (
 DATE_PATTERN = r"^\s*[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}\s*$"
 _PATTERNS = {"numbers": NUMBER_PATTERN, "dates": DATE_PATTERN}
 _ORDERABLE_OTHER = frozenset({"TIME", "TIME WITH TIME ZONE", "INTERVAL"})
+KEY_VALUES_MAX = 1_000_000
+"""Most distinct values of a join-key column the one pass brings back, to count the key's
+containment here: a million values take about 1 s (integers) to 1.5 s (36-character text) to
+fetch and 90 to 150 MB to hold. A pair with a column of more is checked in SQL instead (one
+more read of both its tables), so opening data never holds more than that per column."""
+KEY_TEXT_MAX_BYTES = 64 * 2**20
+"""Most bytes of text values brought back per join-key column: long values would otherwise
+reach the size of array Postgres allows (1 GB) well below ``KEY_VALUES_MAX`` values."""
+KEY_TYPES = ("smallint", "integer", "bigint", "text", "character varying", "date")
+"""Postgres types whose ``=`` is the equality of the values psycopg returns (for text, under a
+deterministic collation): ``character`` ignores trailing spaces, ``citext`` case and a
+nondeterministic collation what it was made to ignore, so their keys are checked in SQL."""
 
 
 def open_context(
@@ -72,11 +94,53 @@ def open_postgres(url: str, limits: Limits | None = None) -> PostgresContext:
     return ctx
 
 
-def profile_postgres(ctx: PostgresContext) -> Catalog:
-    """Profiles of every table of ``ctx`` and the join keys between them, measured in Postgres."""
-    profiles = {t: profile_table(ctx, t) for t in ctx.schema.table_names}
-    keys = detect_join_keys(_Connection(ctx), profiles, schema=ctx.source.schema)
+def profile_postgres(
+    ctx: PostgresContext, *, exact_distinct_max_rows: int = EXACT_DISTINCT_MAX_ROWS
+) -> Catalog:
+    """Profiles of every table of ``ctx`` and the join keys between them, measured in Postgres:
+    the pass over each table also measures what the keys' checks need (see the module's
+    docstring). ``exact_distinct_max_rows`` is passed to :func:`profile_table`."""
+    keyed = _key_columns(ctx)
+    profiles: dict[str, TableProfile] = {}
+    known: dict[tuple[str, str], KeyFacts] = {}
+    for t in ctx.schema.table_names:
+        profiles[t], facts = _measure_table(
+            ctx, t, keyed.get(t, set()), exact_distinct_max_rows=exact_distinct_max_rows
+        )
+        known |= {(t, c): f for c, f in facts.items()}
+    keys = detect_join_keys(_Connection(ctx), profiles, schema=ctx.source.schema, known=known)
     return Catalog(profiles=profiles, join_keys=keys)
+
+
+def _key_columns(ctx: PostgresContext) -> dict[str, set[str]]:
+    """Per table, the columns whose values the pass brings back: both sides of each pair that
+    names and types make a join-key candidate, when both are of ``KEY_TYPES``."""
+    pairs = join_candidates(
+        {t: [(c.name, c.type) for c in cols] for t, cols in ctx.schema.tables.items()}
+    )
+    comparable = _comparable_columns(ctx) if pairs else set()
+    keyed: dict[str, set[str]] = {}
+    for a, x, b, y in pairs:
+        if (a, x) in comparable and (b, y) in comparable:
+            keyed.setdefault(a, set()).add(x)
+            keyed.setdefault(b, set()).add(y)
+    return keyed
+
+
+def _comparable_columns(ctx: PostgresContext) -> set[tuple[str, str]]:
+    """The ``(table, column)`` of ``KEY_TYPES`` with a deterministic collation, from the
+    catalogue (no table is read)."""
+    rows = ctx.introspect(
+        "SELECT c.relname, a.attname FROM pg_catalog.pg_attribute a "
+        "JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
+        "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+        "LEFT JOIN pg_catalog.pg_collation l ON l.oid = a.attcollation "
+        "WHERE n.nspname = %(schema)s AND c.relname = ANY(%(tables)s) AND a.attnum > 0 "
+        "AND NOT a.attisdropped AND format_type(a.atttypid, NULL) = ANY(%(types)s) "
+        "AND coalesce(l.collisdeterministic, true)",
+        {"schema": ctx.source.schema, "tables": ctx.schema.table_names, "types": list(KEY_TYPES)},
+    )
+    return {(t, c) for t, c in rows}
 
 
 class _Connection:
@@ -125,7 +189,20 @@ def profile_table(
     """Profile every column of one table over all its rows, in one pass (see the module's
     docstring). The pass also measures the table's fingerprint, kept on ``ctx``
     (:meth:`~sql_tools._postgres.PostgresContext.content_fingerprint` reads it)."""
-    sets = _one_pass(ctx, table)
+    return _measure_table(ctx, table, set(), exact_distinct_max_rows=exact_distinct_max_rows)[0]
+
+
+def _measure_table(
+    ctx: PostgresContext,
+    table: str,
+    keyed: Collection[str],
+    *,
+    exact_distinct_max_rows: int = EXACT_DISTINCT_MAX_ROWS,
+) -> tuple[TableProfile, dict[str, KeyFacts]]:
+    """:func:`profile_table`, and per column what the join keys' checks need: whether its
+    values are all different (exact), and for the ``keyed`` columns their values, when the pass
+    brought back all of them."""
+    sets = _one_pass(ctx, table, keyed)
     row_count = int(sets[-1]["n"] or 0)
     ctx.measured[table] = (row_count, str(sets[-1]["h"]))
     estimates = (
@@ -135,7 +212,22 @@ def profile_table(
         _column_profile(c.name, c.type, row_count, sets.get(i, {}), estimates.get(c.name))
         for i, c in enumerate(ctx.schema.tables[table])
     ]
-    return TableProfile(name=table, row_count=row_count, columns=columns)
+    facts = {
+        c.name: _key_facts(sets.get(i, {}), c.name in keyed)
+        for i, c in enumerate(ctx.schema.tables[table])
+    }
+    return TableProfile(name=table, row_count=row_count, columns=columns), facts
+
+
+def _key_facts(st: dict[str, Any], keyed: bool) -> KeyFacts:
+    """A column's facts from its grouping set's exact counts ``st``; its values only when the
+    pass brought back every one (not cut by ``KEY_VALUES_MAX`` or ``KEY_TEXT_MAX_BYTES``)."""
+    non_null, distinct = int(st.get("nn") or 0), int(st.get("distinct") or 0)
+    values = st.get("values") or []
+    complete = keyed and len(values) == distinct
+    return KeyFacts(
+        unique=0 < non_null == distinct, values=frozenset(values) if complete else None
+    )
 
 
 def _column_profile(
@@ -198,12 +290,25 @@ def _column_outputs(v: str, kind: str, duck_type: str) -> dict[str, str]:
     return out
 
 
-def _one_pass(ctx: PostgresContext, table: str) -> dict[int, dict[str, Any]]:
+def _key_values(v: str, kind: str) -> str:
+    """The aggregate bringing back a join-key column's distinct non-NULL values (its groups
+    ``v``): the first ``KEY_VALUES_MAX`` by rank, text only while their bytes (``kb``, summed in
+    rank order) stay within ``KEY_TEXT_MAX_BYTES``."""
+    cap = f"rk <= {KEY_VALUES_MAX}"
+    if kind == "text":
+        cap += f" AND kb <= {KEY_TEXT_MAX_BYTES}"
+    return f"array_agg({v}) FILTER (WHERE {v} IS NOT NULL AND {cap})"
+
+
+def _one_pass(
+    ctx: PostgresContext, table: str, keyed: Collection[str] = ()
+) -> dict[int, dict[str, Any]]:
     """Every column's statistics and samples, the table's rows and the sum of their hashes, from
     one statement (one scan): ``GROUP BY GROUPING SETS ((), (a), (b), ...)`` counts the rows of
     each value of each column, and a column's groups give its statistics. Returns set ``i``'s
-    numbers for column ``i`` (``nn``, ``distinct`` and :func:`_column_outputs`), and for set
-    ``-1`` (the whole table) ``n``, its rows, and ``h``, the fingerprint's sum of row hashes."""
+    numbers for column ``i`` (``nn``, ``distinct`` and :func:`_column_outputs`, and for the
+    ``keyed`` columns ``values``, see :func:`_key_values`), and for set ``-1`` (the whole
+    table) ``n``, its rows, and ``h``, the fingerprint's sum of row hashes."""
     cols = ctx.schema.tables[table]
     values = [_value(c.name, c.kind) for c in cols]
     v = [f"v{i}" for i in range(len(cols))]
@@ -213,17 +318,27 @@ def _one_pass(ctx: PostgresContext, table: str) -> dict[int, dict[str, Any]]:
     keys: list[tuple[str, int]] = [("n", -1), ("h", -1), ("nn", -1), ("distinct", -1)]
     outputs = ["sum(n)", "max(h)", "sum(n) FILTER (WHERE has)", "count(*) FILTER (WHERE has)"]
     for i, c in enumerate(cols):
-        for key, expr in _column_outputs(v[i], c.kind, c.type).items():
+        column_outputs = _column_outputs(v[i], c.kind, c.type)
+        if c.name in keyed:
+            column_outputs["values"] = _key_values(v[i], c.kind)
+        for key, expr in column_outputs.items():
             keys.append((key, i))
             outputs.append(expr)
+    texts = [v[i] for i, c in enumerate(cols) if c.name in keyed and c.kind == "text"]
+    kb = (
+        f", sum(octet_length(coalesce({', '.join(texts)}))) OVER (o ROWS UNBOUNDED PRECEDING) "
+        "AS kb"
+        if texts
+        else ""
+    )
     sets = ", ".join(["()", *(f"({e})" for e in values)])
     sql = (
         f"WITH v AS (SELECT {which} AS g, "
         + "".join(f"{e} AS {name}, " for e, name in zip(values, v, strict=True))
         + f"count(*) AS n, {ROW_HASH_SUM} AS h "
         f"FROM {_table(ctx, table)} AS r GROUP BY GROUPING SETS ({sets})), "
-        f"w AS (SELECT v.*, {has} AS has, row_number() OVER (PARTITION BY g, {has} "
-        f"ORDER BY {', '.join(['n DESC', *v])}) AS rk FROM v) "
+        f"w AS (SELECT v.*, {has} AS has, row_number() OVER o AS rk{kb} FROM v "
+        f"WINDOW o AS (PARTITION BY g, {has} ORDER BY {', '.join(['n DESC', *v])})) "
         f"SELECT g, {', '.join(outputs)} FROM w GROUP BY g"
     )
     out: dict[int, dict[str, Any]] = {}

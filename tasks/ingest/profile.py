@@ -28,8 +28,9 @@ them.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import duckdb
@@ -598,11 +599,46 @@ def _names_match(from_col: str, to_table: str, to_col: str) -> bool:
     return any(x in (f"{b}_{y}", f"{b}{y}") for b in _singulars(to_table))
 
 
+def join_candidates(
+    columns: Mapping[str, Sequence[tuple[str, str]]],
+) -> list[tuple[str, str, str, str]]:
+    """The pairs ``(A, x, B, y)`` that names and types alone make candidates for a key
+    ``A.x -> B.y`` (see :func:`detect_join_keys`), from each table's ``(column, type)`` list:
+    known before any value is read, so a pass over a table can measure what their checks need."""
+    pairs: list[tuple[str, str, str, str]] = []
+    names = sorted(columns)
+    for a in names:
+        for x, x_type in columns[a]:
+            x_class = _join_class(x_type)
+            if x_class is None:
+                continue
+            pairs += [
+                (a, x, b, y)
+                for b in names
+                if b != a
+                for y, y_type in columns[b]
+                if _join_class(y_type) == x_class and _names_match(x, b, y)
+            ]
+    return pairs
+
+
+@dataclass(frozen=True)
+class KeyFacts:
+    """What the pass that profiled a table measured of a column a join key may use, so its
+    checks need no query of their own: whether its non-NULL values are all different (exact),
+    and the set of those values when the pass brought them back, equal where the database's
+    ``=`` finds them equal (None: not brought back, the values are compared in SQL)."""
+
+    unique: bool
+    values: frozenset[Any] | None = None
+
+
 def detect_join_keys(
     con: duckdb.DuckDBPyConnection | Any,
     profiles: dict[str, TableProfile],
     *,
     schema: str = USER_SCHEMA,
+    known: Mapping[tuple[str, str], KeyFacts] | None = None,
 ) -> list[JoinKey]:
     """Find many-to-one joins ``A.x -> B.y`` between the profiled tables, verified by values.
 
@@ -614,83 +650,99 @@ def detect_join_keys(
     a join never duplicates A's rows; estimated counts are re-checked exactly) and at least 90 %
     of A.x's distinct non-null values occur in ``B.y``. Both directions are kept for 1:1 keys.
 
-    The two checks are plain SQL that DuckDB and Postgres both run.
+    The two checks are plain SQL that DuckDB and Postgres both run, unless ``known`` already
+    holds the answer: a column's exact uniqueness, and the values of both columns of a pair,
+    whose containment is then counted here.
 
     Args:
         con: Connection holding the tables (DuckDB's, or anything whose
             ``execute(sql, params).fetchall()`` runs SQL where the tables are).
         profiles: Table profiles by table name.
         schema: The tables' schema.
+        known: What was measured already, by ``(table, column)``.
 
     Returns:
         The verified keys, sorted by (from_table, from_column, to_table, to_column).
     """
-    unique_cache: dict[tuple[str, str], bool] = {}
-
-    def is_unique(tp: TableProfile, cp: ColumnProfile) -> bool:
-        non_null = tp.row_count - cp.null_count
-        if non_null == 0:
-            return False
-        if cp.distinct_exact:
-            return cp.distinct_count == non_null
-        if cp.distinct_count < 0.97 * non_null:
-            return False
-        key = (tp.name, cp.name)
-        if key not in unique_cache:
-            q = quote(cp.name)
-            dup = _fetch_all(
-                con,
-                f"SELECT count(*) FROM (SELECT 1 FROM {_table_ref(tp.name, schema)} "
-                f"WHERE {q} IS NOT NULL GROUP BY {q} HAVING count(*) > 1 LIMIT 1) AS d",
-            )[0][0]
-            unique_cache[key] = dup == 0
-        return unique_cache[key]
-
+    known = dict(known or {})
     keys: list[JoinKey] = []
-    names = sorted(profiles)
-    for a_name in names:
-        a = profiles[a_name]
-        for x in a.columns:
-            x_class = _join_class(x.type)
-            if x_class is None or x.role == "measure" or x.null_count >= a.row_count:
-                continue
-            for b_name in names:
-                if b_name == a_name:
-                    continue
-                b = profiles[b_name]
-                for y in b.columns:
-                    if (
-                        y.role == "measure"
-                        or _join_class(y.type) != x_class
-                        or not _names_match(x.name, b.name, y.name)
-                        or not is_unique(b, y)
-                    ):
-                        continue
-                    qx, qy = quote(x.name), quote(y.name)
-                    total, found = _fetch_all(
-                        con,
-                        f"SELECT count(DISTINCT a.x), count(DISTINCT a.x) FILTER "
-                        f"(WHERE b.y IS NOT NULL) FROM "
-                        f"(SELECT DISTINCT {qx} AS x FROM {_table_ref(a.name, schema)} "
-                        f"WHERE {qx} IS NOT NULL) a LEFT JOIN "
-                        f"(SELECT DISTINCT {qy} AS y FROM {_table_ref(b.name, schema)}) b "
-                        "ON a.x = b.y",
-                    )[0]
-                    if not total:
-                        continue
-                    containment = found / total
-                    if containment >= MIN_CONTAINMENT:
-                        keys.append(
-                            JoinKey(
-                                from_table=a.name,
-                                from_column=x.name,
-                                to_table=b.name,
-                                to_column=y.name,
-                                containment=round(containment, 6),
-                            )
-                        )
+    columns = {t: [(c.name, c.type) for c in p.columns] for t, p in profiles.items()}
+    for a_name, x_name, b_name, y_name in join_candidates(columns):
+        a, b = profiles[a_name], profiles[b_name]
+        x, y = a.column(x_name), b.column(y_name)
+        assert x is not None and y is not None
+        if x.role == "measure" or x.null_count >= a.row_count or y.role == "measure":
+            continue
+        if not _is_unique(con, b, y, schema, known):
+            continue
+        containment = _containment(con, (a.name, x.name), (b.name, y.name), schema, known)
+        if containment is not None and containment >= MIN_CONTAINMENT:
+            keys.append(
+                JoinKey(
+                    from_table=a.name,
+                    from_column=x.name,
+                    to_table=b.name,
+                    to_column=y.name,
+                    containment=round(containment, 6),
+                )
+            )
     keys.sort(key=lambda k: (k.from_table, k.from_column, k.to_table, k.to_column))
     return keys
+
+
+def _is_unique(
+    con: duckdb.DuckDBPyConnection | Any,
+    tp: TableProfile,
+    cp: ColumnProfile,
+    schema: str,
+    known: dict[tuple[str, str], KeyFacts],
+) -> bool:
+    """Whether ``cp``'s non-null values are all different: known, counted by the profile, or
+    (an estimated count close to the rows) checked in SQL and remembered in ``known``."""
+    key = (tp.name, cp.name)
+    if key in known:
+        return known[key].unique
+    non_null = tp.row_count - cp.null_count
+    if non_null == 0:
+        return False
+    if cp.distinct_exact:
+        return cp.distinct_count == non_null
+    if cp.distinct_count < 0.97 * non_null:
+        return False
+    q = quote(cp.name)
+    dup = _fetch_all(
+        con,
+        f"SELECT count(*) FROM (SELECT 1 FROM {_table_ref(tp.name, schema)} "
+        f"WHERE {q} IS NOT NULL GROUP BY {q} HAVING count(*) > 1 LIMIT 1) AS d",
+    )[0][0]
+    known[key] = KeyFacts(unique=dup == 0)
+    return known[key].unique
+
+
+def _containment(
+    con: duckdb.DuckDBPyConnection | Any,
+    ax: tuple[str, str],
+    by: tuple[str, str],
+    schema: str,
+    known: Mapping[tuple[str, str], KeyFacts],
+) -> float | None:
+    """The share of ``A.x``'s distinct non-null values found in ``B.y`` (None: it has none),
+    counted from both columns' known values, else in SQL (one statement reading both tables)."""
+    xs, ys = known.get(ax), known.get(by)
+    if xs is not None and ys is not None and xs.values is not None and ys.values is not None:
+        total, found = len(xs.values), len(xs.values & ys.values)
+    else:
+        qx, qy = quote(ax[1]), quote(by[1])
+        total, found = _fetch_all(
+            con,
+            f"SELECT count(DISTINCT a.x), count(DISTINCT a.x) FILTER "
+            f"(WHERE b.y IS NOT NULL) FROM "
+            f"(SELECT DISTINCT {qx} AS x FROM {_table_ref(ax[0], schema)} "
+            f"WHERE {qx} IS NOT NULL) a LEFT JOIN "
+            f"(SELECT DISTINCT {qy} AS y FROM {_table_ref(by[0], schema)}) b "
+            "ON a.x = b.y",
+        )[0]
+    return found / total if total else None
 
 
 # --------------------------------------------------------------------------------------------
@@ -750,10 +802,12 @@ def profile_database(
 
 __all__ = [
     "EXACT_DISTINCT_MAX_ROWS",
+    "KeyFacts",
     "detect_join_keys",
     "guess_role",
     "is_amount_name",
     "is_identifier_name",
+    "join_candidates",
     "kind_of",
     "name_words",
     "profile_database",

@@ -3,13 +3,17 @@ computes for the same rows, measured by queries that run in Postgres."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import psycopg
 import pytest
 
 from sql_tools import ToolContext
 from sql_tools._postgres import PostgresContext
+from sql_tools.catalog import Catalog
+from tasks.ingest import postgres
 from tasks.ingest.load import load_files
-from tasks.ingest.postgres import open_context, open_postgres, profile_table
+from tasks.ingest.postgres import open_context, open_postgres, profile_postgres, profile_table
 from tasks.ingest.profile import NEAR_UNIQUE_MIN_VALUES
 from tests.engine.test_scenarios import SCENARIOS
 from tests.flows.test_passes import _seq_scans
@@ -93,12 +97,18 @@ def _near_unique(profile, column) -> bool:
     return non_null > NEAR_UNIQUE_MIN_VALUES and column.distinct_count >= 0.9 * non_null
 
 
+def _pricing_join(tmp_path: Path) -> Path:
+    """The tables of the planted scenario pricing_join, loaded by the real loader."""
+    db = tmp_path / "data.duckdb"
+    load_files(sorted(p for p in (SCENARIOS / "pricing_join").iterdir() if "csv" in p.name), db)
+    return db
+
+
 def test_opening_reads_each_table_once_and_profiles_as_duckdb(pg_database, tmp_path):
     """The profile and the fingerprint come from one statement per table (Postgres's own count
     of sequential scans says so), and give the profile the DuckDB loader gives the same rows
     (a near-unique column's samples are its first values by count then value)."""
-    db = tmp_path / "data.duckdb"
-    load_files(sorted(p for p in (SCENARIOS / "pricing_join").iterdir() if "csv" in p.name), db)
+    db = _pricing_join(tmp_path)
     uri = pg_database()
     copy_tables(db, uri)
     with psycopg.connect(uri, autocommit=True) as c:
@@ -120,3 +130,135 @@ def test_opening_reads_each_table_once_and_profiles_as_duckdb(pg_database, tmp_p
             assert g.samples == sorted(g.samples), e.name
             e = e.model_copy(update={"samples": g.samples})
         assert g.model_dump(exclude={"label"}) == e.model_dump(exclude={"label"}), e.name
+
+
+def _analyze_and_reset_counts(uri: str) -> None:
+    with psycopg.connect(uri, autocommit=True) as c:
+        c.execute("ANALYZE")
+        c.execute("SELECT pg_stat_reset()")
+
+
+def _open_counting_scans(uri: str) -> tuple[Catalog, dict[str, int], dict[str, int]]:
+    """Open every table of ``uri`` as a reading role: the catalogue, Postgres's count of each
+    table's sequential scans and the product's count of its reads."""
+    _analyze_and_reset_counts(uri)
+    with open_postgres(reader_role(uri)) as pg:
+        catalog, ledger = pg.schema.catalog, pg.passes.by_table()
+    return catalog, _seq_scans(uri), ledger
+
+
+def _join_keys_of_duckdb(db: Path) -> list:
+    with ToolContext(db) as duck:
+        return duck.schema.catalog.join_keys
+
+
+def test_opening_reads_each_table_once_join_keys_included(pg_database, tmp_path):
+    """Opening both tables of pricing_join reads each once: the pass that profiles a table also
+    measures what the join key's checks need, and the keys (containment included) are the
+    DuckDB loader's."""
+    db = _pricing_join(tmp_path)
+    uri = pg_database()
+    copy_tables(db, uri)
+    catalog, scans, ledger = _open_counting_scans(uri)
+    assert scans == ledger == {"events": 1, "users": 1}
+    expected = _join_keys_of_duckdb(db)
+    assert [(k.from_table, k.from_column, k.to_table) for k in expected] == [
+        ("events", "user_id", "users")
+    ]
+    assert catalog.join_keys == expected
+
+
+@pytest.mark.parametrize("bound", ["KEY_VALUES_MAX", "KEY_TEXT_MAX_BYTES"])
+def test_a_key_column_over_the_bound_is_checked_in_sql(pg_database, make_db, monkeypatch, bound):
+    """A key column with more values (or text bytes) than the pass brings back is checked by
+    the containment query: the same keys, one more scan of both tables."""
+    db = make_db(
+        orders="order_id,customer_code,amount\n"
+        + "".join(f"{i},c{i % 40:03d},{i}.5\n" for i in range(200)),
+        customers="customer_code,tier\n" + "".join(f"c{i:03d},t{i % 3}\n" for i in range(50)),
+    )
+    expected = _join_keys_of_duckdb(db)
+    assert [k.containment for k in expected] == [1.0]
+    uri = pg_database()
+    copy_tables(db, uri)
+    catalog, scans, ledger = _open_counting_scans(uri)
+    assert catalog.join_keys == expected
+    assert scans == ledger == {"orders": 1, "customers": 1}
+    monkeypatch.setattr(postgres, bound, 30 if bound == "KEY_VALUES_MAX" else 120)
+    catalog, scans, ledger = _open_counting_scans(uri)
+    assert catalog.join_keys == expected
+    assert scans == ledger == {"orders": 2, "customers": 2}
+
+
+KEY_VALUES = {
+    "customer_code": lambda i: f"c{i:03d}",
+    "customer_id": lambda i: 1000 + i,
+    "day": lambda i: f"2024-02-{1 + i % 28:02d}" if i < 28 else f"2024-03-{i - 27:02d}",
+}
+
+
+@pytest.mark.parametrize("key", sorted(KEY_VALUES))
+@pytest.mark.parametrize(("found", "containment"), [(36, 0.9), (35, None)])
+def test_containment_is_counted_from_the_pass_as_the_duckdb_loader_counts_it(
+    pg_database, make_db, key, found, containment
+):
+    """36 of a key's 40 values found in the other table keep it (0.9), 35 do not; text,
+    integers and dates are compared as the database compares them, with no query of their
+    own."""
+    value = KEY_VALUES[key]
+    db = make_db(
+        facts=f"{key},amount\n" + "".join(f"{value(i % 40)},{i}.5\n" for i in range(120)),
+        dims=f"{key},label\n" + "".join(f"{value(i)},l{i % 4}\n" for i in range(found)),
+    )
+    expected = _join_keys_of_duckdb(db)
+    assert [k.containment for k in expected] == ([] if containment is None else [containment])
+    uri = pg_database()
+    copy_tables(db, uri)
+    catalog, scans, ledger = _open_counting_scans(uri)
+    assert catalog.join_keys == expected
+    assert scans == ledger == {"facts": 1, "dims": 1}
+
+
+def test_uniqueness_is_exact_from_the_pass_when_distinct_values_are_estimated(pg_database, make_db):
+    """A table with more rows than ``exact_distinct_max_rows`` takes Postgres's estimate of its
+    distinct values, yet whether a key's values are all different comes exact from the pass:
+    ``customers.customer_id`` with one value twice is no key, ``stores.store_id`` is, and no
+    table is read again."""
+    db = make_db(
+        orders="order_id,customer_id,store_id,amount\n"
+        + "".join(f"{i},{1000 + i % 500},{i % 300},{i}.5\n" for i in range(3000)),
+        customers="customer_id,tier\n"
+        + "".join(f"{1000 + min(i, 1998)},t{i % 3}\n" for i in range(2000)),
+        stores="store_id,city\n" + "".join(f"{i},c{i % 9}\n" for i in range(2000)),
+    )
+    expected = _join_keys_of_duckdb(db)
+    assert [(k.from_column, k.to_table, k.containment) for k in expected] == [
+        ("store_id", "stores", 1.0)
+    ]
+    uri = pg_database()
+    copy_tables(db, uri)
+    _analyze_and_reset_counts(uri)
+    with PostgresContext(reader_role(uri)) as pg:
+        catalog = profile_postgres(pg, exact_distinct_max_rows=100)
+        ledger = pg.passes.by_table()
+    customer_id = catalog.profiles["customers"].column("customer_id")
+    assert customer_id is not None and not customer_id.distinct_exact
+    assert catalog.join_keys == expected
+    assert _seq_scans(uri) == ledger == {"orders": 1, "customers": 1, "stores": 1}
+
+
+def test_a_key_whose_type_compares_otherwise_in_python_is_checked_in_sql(pg_database):
+    """``character(n)`` ignores trailing spaces where Python's strings do not: its key is
+    checked by the containment query (one more scan of both tables), which finds it."""
+    uri = pg_database()
+    with psycopg.connect(uri, autocommit=True) as c:
+        c.execute(
+            "CREATE TABLE sales AS SELECT 'i' || g % 20 AS item_code, g * 1.5::float8 AS amount "
+            "FROM generate_series(1, 200) g; "
+            "CREATE TABLE items AS SELECT CAST('i' || g AS character(6)) AS item_code, "
+            "'l' || g AS label FROM generate_series(0, 19) g"
+        )
+    catalog, scans, ledger = _open_counting_scans(uri)
+    keys = [(k.from_table, k.to_table, k.containment) for k in catalog.join_keys]
+    assert keys == [("sales", "items", 1.0)]
+    assert scans == ledger == {"sales": 2, "items": 2}
