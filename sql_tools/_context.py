@@ -50,7 +50,8 @@ class Limits(BaseModel):
 
     memory_limit: str = Field(
         default_factory=lambda: os.environ.get("DRILLDOWN_MEMORY_LIMIT") or "1GB",
-        description="DuckDB's memory limit (``DRILLDOWN_MEMORY_LIMIT``); beyond it, queries spill.",
+        description="DuckDB's memory limit (``DRILLDOWN_MEMORY_LIMIT``); beyond it, queries spill. "
+        "In Postgres, a quarter of it is each sort's or hash's ``work_mem``.",
     )
     threads: int = 2
     max_temp_directory_size: str = Field(

@@ -11,7 +11,7 @@ import pytest
 
 import sql_tools._postgres as pg
 from sql_tools import Limits, QueryRejected, QueryTimeout, SqlToolError, ToolContext
-from sql_tools._postgres import PostgresContext, UnsafeRole, parse_postgres_url
+from sql_tools._postgres import PostgresContext, UnsafeRole, parse_postgres_url, postgres_work_mem
 from tasks.ingest.load import load_files
 from tasks.ingest.postgres import open_postgres
 from tasks.tools import dispatch
@@ -392,6 +392,23 @@ def test_slow_query_hits_statement_timeout(pg_database):
         assert ctx.limits.timeout_s == 0.2
         with pytest.raises(QueryTimeout, match="0.2 s"):
             ctx.run(slow, max_rows=1)
+
+
+def test_sorts_and_hashes_get_a_quarter_of_the_memory_limit(pg_database):
+    """The server's default ``work_mem`` (4 MB) makes grouped statements sort on disk; the
+    product's statements get a quarter of its memory limit instead, and the session keeps the
+    server's own setting outside them."""
+    uri = pg_database()
+    with psycopg.connect(uri, autocommit=True) as c:
+        c.execute("CREATE TABLE t AS SELECT 1 AS x")
+    url = reader_role(uri, ["t"])
+    show = "SELECT current_setting('work_mem')"
+    for limit, expected in (("1GB", "244140kB"), ("512MiB", "128MB"), ("2 GB", "488281kB")):
+        with open_postgres(url, Limits(memory_limit=limit)) as ctx:
+            assert ctx.introspect(show) == [(expected,)], limit
+            assert ctx.con is not None
+            assert ctx.con.execute(show).fetchone() == ("4MB",)  # outside: the server's
+    assert postgres_work_mem("lots") is None
 
 
 def test_results_are_capped_at_max_rows(pg_ctx):
