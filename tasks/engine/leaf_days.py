@@ -13,7 +13,8 @@ billed; on DuckDB or Postgres, one more pass over millions of rows.
 
 The same statement counts what the data-quality check of rows loaded twice counts (rows grouped
 by a hash of the whole row, per day; :func:`cells_with_copies`) and holds its answer on the
-connection, so that check reads nothing.
+connection, so that check reads nothing; after screening, which keeps fewer columns than the
+missing-days check reads, it also counts that check's rows per day and value.
 
 What the numbers claim stays re-runnable: each still carries the SQL that computes it on the
 source tables (the cube's, a segment's, a day series'), and that SQL gives the same numbers
@@ -235,7 +236,8 @@ def leaf_days(
 
     ``checked``, the data-quality checks' columns: the same pass also counts the rows loaded
     twice (:func:`cells_with_copies`) when the question's check has counted the rows that check
-    samples by, and holds its answer on the connection."""
+    samples by, and holds its answer on the connection; and, when ``dims`` leave out some of
+    the missing-days check's columns, their rows per day and value (stored beside the cells)."""
     sql = EngineSql(ctx, q, dims)
     if sql.distinct or estimated_cells(ctx, q, dims) > MAX_CELLS:
         return None
