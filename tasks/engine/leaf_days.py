@@ -62,9 +62,11 @@ two months of many leaves, reads the source for each number instead."""
 
 @dataclass
 class DayValues:
-    """The missing-days check's columns and their rows per day and value, from the one pass."""
+    """The missing-days check's columns, and the rows per day and value the one pass counted of
+    those the cells leave out (``counted``, in the order of the pass's ``__s0``, ``__s1`` ...)."""
 
     columns: Sequence[Column]
+    counted: Sequence[Column]
     table: pa.Table | None
 
 
@@ -110,20 +112,34 @@ class LeafDays:
         return exp.Table(this=ident(DAY_VALUES), db=ident("main"), catalog=ident("temp"))
 
     def _store_day_values(self, days: DayValues) -> None:
-        """Store the rows per day and value the one pass counted, and each day's rows (the
-        day alone: the sum of its cells)."""
+        """Store the rows per day and value of every column checked, as the missing-days query
+        groups them: the one pass's counts for the columns the cells leave out, the cells'
+        sums for those they hold, and each day's rows (the sum of its cells)."""
         assert self.con is not None and days.table is not None
-        k = len(days.columns)
-        cols = [f"__s{i} AS d{i}" for i in range(k)]
-        nulls = [f"NULL AS d{i}" for i in range(k)]
+        k, m = len(days.columns), len(days.counted)
+        counted = {c.ref: j for j, c in enumerate(days.counted)}
+
+        def branch(i: int, value: str, source: str, rows: str, tail: str) -> str:
+            cols = [value if j == i else "NULL" for j in range(k)]
+            named = ", ".join(f"{c} AS d{j}" for j, c in enumerate(cols))
+            gid = 2**k - 1 - 2 ** (k - 1 - i)
+            return f'SELECT __day AS "day", {named}, {gid} AS "set", {rows} AS "rows" ' + (
+                f"FROM {source}{tail}"
+            )
+
+        parts = []
+        for i, c in enumerate(days.columns):
+            if c.ref in counted:
+                j = counted[c.ref]
+                where = f" WHERE __set = {2**m - 1 - 2 ** (m - 1 - j)}"
+                parts.append(branch(i, f"__s{j}", "__arrow_day_values", '"rows"', where))
+            else:
+                d = f"d{self.dims.index(c.ref)}"
+                parts.append(branch(i, d, f'"{TABLE}"', 'sum("rows")', f" GROUP BY __day, {d}"))
+        nulls = ", ".join(f"NULL AS d{j}" for j in range(k))
+        parts.append(f'SELECT __day, {nulls}, {2**k - 1}, sum("rows") FROM "{TABLE}" GROUP BY __day')
         self.con.register("__arrow_day_values", days.table)
-        self.con.execute(
-            f'CREATE TEMP TABLE "{DAY_VALUES}" AS '
-            f'SELECT __day AS "day", {", ".join(cols)}, __set AS "set", "rows" '
-            "FROM __arrow_day_values UNION ALL "
-            f'SELECT __day, {", ".join(nulls)}, {2**k - 1}, sum("rows") '
-            f'FROM "{TABLE}" GROUP BY __day'
-        )
+        self.con.execute(f'CREATE TEMP TABLE "{DAY_VALUES}" AS ' + " UNION ALL ".join(parts))
         self.con.unregister("__arrow_day_values")
 
     def run(self, tree: exp.Expression, params: dict[str, Any] | None = None) -> pa.Table:
@@ -244,10 +260,11 @@ def leaf_days(
     with_day = q.periods.by_dates
     copies = held_ahead(ctx, q, checked) if checked is not None else None
     if copies is None:
-        tree, days = sql.cells(with_day=with_day), ()
+        tree, days, missing = sql.cells(with_day=with_day), (), []
     else:
         days = _days_not_in(copies, dims) if with_day else ()
-        tree = cells_with_copies(sql, copies, with_day, days)
+        missing = [c for c in days if c.ref not in dims]
+        tree = cells_with_copies(sql, copies, with_day, missing)
     text = to_sql(tree, ctx.dialect)
     t0 = time.perf_counter()
     most = MAX_CELLS + _units(q) * (1 + len(days) * MAX_DIMENSION_VALUES)
@@ -260,7 +277,7 @@ def leaf_days(
         table, values = _hold_copies(ctx, table, copies, with_day, time.perf_counter() - t0)
     if table.num_rows > MAX_CELLS:
         return None
-    return LeafDays(ctx, q, dims, table, DayValues(days, values) if days else None)
+    return LeafDays(ctx, q, dims, table, DayValues(days, missing, values) if days else None)
 
 
 def _days_not_in(copies: Ahead, dims: list[str]) -> tuple[Column, ...]:
