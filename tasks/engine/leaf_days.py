@@ -137,7 +137,8 @@ class LeafDays:
                 d = f"d{self.dims.index(c.ref)}"
                 parts.append(branch(i, d, f'"{TABLE}"', 'sum("rows")', f" GROUP BY __day, {d}"))
         nulls = ", ".join(f"NULL AS d{j}" for j in range(k))
-        parts.append(f'SELECT __day, {nulls}, {2**k - 1}, sum("rows") FROM "{TABLE}" GROUP BY __day')
+        total = f'SELECT __day, {nulls}, {2**k - 1}, sum("rows") FROM "{TABLE}" GROUP BY __day'
+        parts.append(total)
         self.con.register("__arrow_day_values", days.table)
         self.con.execute(f'CREATE TEMP TABLE "{DAY_VALUES}" AS ' + " UNION ALL ".join(parts))
         self.con.unregister("__arrow_day_values")
@@ -325,9 +326,8 @@ def cells_with_copies(
     )
     grouping = [exp.alias_(exp.Anonymous(this="GROUPING", expressions=[_col("__h")]), "__cell")]
     if vcols:
-        grouping.append(
-            exp.alias_(exp.Anonymous(this="GROUPING", expressions=[_col(v) for v in vcols]), "__set")
-        )
+        by_value = exp.Anonymous(this="GROUPING", expressions=[_col(v) for v in vcols])
+        grouping.append(exp.alias_(by_value, "__set"))
     inner: exp.Select = exp.select(
         *[_col(k) for k in [*keys, *vcols]], *sql._cell_sums(), *grouping, _col("__h")
     )
