@@ -118,7 +118,8 @@ def test_too_many_cells_read_the_source_for_each_number_with_the_same_answer(
 def test_after_screening_the_one_pass_counts_the_rows_per_day_and_value(tmp_path, monkeypatch):
     """Screening keeps fewer columns than the missing-days check reads, so the cells cannot
     give its rows per day and value: the one aggregation counts them too (one grouping set per
-    column checked), and the check finds the web collector's missing day as when it read the
+    column checked that the cells leave out; the others are summed from the cells), and the
+    check finds the web collector's missing day as when it read the
     source itself, with its own SQL shown, whose rows on the source are the rows it was given;
     the engine reads the table once less."""
     from tasks.engine import leaf_days as leaf_days_mod
