@@ -283,7 +283,8 @@ def leaf_days(
 
 def _days_not_in(copies: Ahead, dims: list[str]) -> tuple[Column, ...]:
     """The missing-days check's columns, when the cells do not hold them all (after screening):
-    the one pass then counts their rows per day and value too. None when they do."""
+    their rows per day and value are then stored beside the cells, the one pass counting those
+    of the columns the cells leave out. Empty when the cells hold them all."""
     checked = copies.scope.segment_dimensions
     return () if all(c.ref in dims for c in checked) else checked
 
