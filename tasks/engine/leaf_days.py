@@ -43,6 +43,7 @@ from sql_tools._sql import Params, ident, to_sql, typed_value
 from sql_tools.catalog import jsonable
 from tasks.engine.cube import MAX_DIMENSION_VALUES, EngineSql, _col, estimated_leaves
 from tasks.engine.quality._scope import _count_if
+from tasks.engine.quality.days import value_set
 from tasks.engine.quality.duplicates import (
     DUPLICATE_FOLDS,
     Ahead,
@@ -122,7 +123,7 @@ class LeafDays:
         def branch(i: int, value: str, source: str, rows: str, tail: str) -> str:
             cols = [value if j == i else "NULL" for j in range(k)]
             named = ", ".join(f"{c} AS d{j}" for j, c in enumerate(cols))
-            gid = 2**k - 1 - 2 ** (k - 1 - i)
+            gid = value_set(k, i)
             return f'SELECT __day AS "day", {named}, {gid} AS "set", {rows} AS "rows" ' + (
                 f"FROM {source}{tail}"
             )
@@ -131,7 +132,7 @@ class LeafDays:
         for i, c in enumerate(days.columns):
             if c.ref in counted:
                 j = counted[c.ref]
-                where = f" WHERE __set = {2**m - 1 - 2 ** (m - 1 - j)}"
+                where = f" WHERE __set = {value_set(m, j)}"
                 parts.append(branch(i, f"__s{j}", "__arrow_day_values", '"rows"', where))
             else:
                 d = f"d{self.dims.index(c.ref)}"
@@ -275,7 +276,8 @@ def leaf_days(
         return None
     values = None
     if copies is not None:
-        table, values = _hold_copies(ctx, table, copies, with_day, time.perf_counter() - t0)
+        secs = time.perf_counter() - t0
+        table, values = _hold_copies(ctx, table, copies, with_day, len(missing), secs)
     if table.num_rows > MAX_CELLS:
         return None
     return LeafDays(ctx, q, dims, table, DayValues(days, missing, values) if days else None)
@@ -290,7 +292,8 @@ def _days_not_in(copies: Ahead, dims: list[str]) -> tuple[Column, ...]:
 
 
 def _units(q: Question) -> int:
-    """The duplicates check's units: the periods' days (the two periods of labels)."""
+    """The periods' days (the two periods of labels): the duplicates check's units, and the
+    cells per leaf at most."""
     p = q.periods
     return p.baseline.days + p.comparison.days if p.by_dates else 2  # type: ignore[union-attr]
 
@@ -336,12 +339,12 @@ def cells_with_copies(
     inner = inner.from_(exp.alias_(exp.paren(rows), "b", table=True))
     inner.set("group", exp.Group(grouping_sets=[sets]))
     hashed = exp.Not(this=exp.Is(this=_col("__h"), expression=exp.Null()))
-    passed = [*keys, *vcols, "__cell", *(["__set"] if vcols else [])]
+    flags = ["__cell", *(["__set"] if vcols else [])]
     return (
         exp.select(
             *[_col(k) for k in [*keys, *vcols]],
             *[exp.alias_(exp.Min(this=_col(x)), x) for x in sql.cell_sums],
-            *[_col(k) for k in passed[len(keys) + len(vcols) :]],
+            *[_col(k) for k in flags],
             exp.alias_(
                 exp.Filter(this=exp.Sum(this=_col("rows")), expression=exp.Where(this=hashed)),
                 "__rows",
@@ -353,12 +356,12 @@ def cells_with_copies(
             ],
         )
         .from_(exp.alias_(exp.paren(inner), "g", table=True))
-        .group_by(*[_col(k) for k in passed])
+        .group_by(*[_col(k) for k in [*keys, *vcols, *flags]])
     )
 
 
 def _hold_copies(
-    ctx: ToolContext, table: pa.Table, copies: Ahead, with_day: bool, secs: float
+    ctx: ToolContext, table: pa.Table, copies: Ahead, with_day: bool, n_values: int, secs: float
 ) -> tuple[pa.Table, pa.Table | None]:
     """Hold the duplicates check's answer (its own SQL and parameters, its rows: per unit in the
     unit's order) on the connection. Returns the cells alone, as the cells' query gives them,
@@ -378,7 +381,7 @@ def _hold_copies(
     params = {k: jsonable(v) for k, v in dq.params.values.items()}
     ctx.held.hold(QueryOutput(columns, rows, dq.sql(tree), params, secs * 1000))
     table = table.filter(pc.invert(is_unit))
-    vcols = [c for c in table.column_names if re.fullmatch(r"__s[0-9]+", c)]
+    vcols = [f"__s{j}" for j in range(n_values)]
     if not vcols:
         return table.drop_columns(["__cell", *_COPY_COUNTS]), None
     is_cell = pc.equal(table["__set"], 2 ** len(vcols) - 1)
@@ -390,8 +393,6 @@ def _hold_copies(
 def estimated_cells(ctx: ToolContext, q: Question, dims: list[str]) -> int:
     """At most this many cells: the leaves (:func:`~tasks.engine.cube.estimated_leaves`) times
     the periods' days (two periods of labels), and never more than the table's rows."""
-    p = q.periods
-    days = p.baseline.days + p.comparison.days if p.by_dates else 2  # type: ignore[union-attr]
-    cells = estimated_leaves(ctx, q, dims) * days
+    cells = estimated_leaves(ctx, q, dims) * _units(q)
     prof = ctx.schema.profile(q.metric.table)
     return min(cells, prof.row_count) if prof is not None else cells

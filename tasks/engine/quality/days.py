@@ -75,7 +75,7 @@ def _day_counts(scope: _Scope, cells: LeafDays | None = None) -> _DayCounts:
         out = q.run(tree, max_rows=max_rows)
     idx = {name: i for i, name in enumerate(out.columns)}
     full = 2**k - 1
-    by_set = {full - 2 ** (k - 1 - i): i for i in range(k)}
+    by_set = {value_set(k, i): i for i in range(k)}
     counts = _DayCounts(out, {}, 0, [])
     segments: dict[tuple[int, Any], _SegmentDays] = {}
     for row in out.rows:
@@ -101,6 +101,12 @@ def _day_counts(scope: _Scope, cells: LeafDays | None = None) -> _DayCounts:
             seg.present.add(day)
     counts.segments = list(segments.values())
     return counts
+
+
+def value_set(k: int, i: int) -> int:
+    """``GROUPING(d0, ..., dk-1)`` of the grouping set of the day and dimension ``i`` (every
+    other dimension rolled up); the day alone is ``2^k - 1``."""
+    return 2**k - 1 - 2 ** (k - 1 - i)
 
 
 def _counted(scope: _Scope, cells: LeafDays) -> bool:
