@@ -24,7 +24,8 @@ the same way (beyond the noise, by at least three tenths as much in log factor),
 up to that segment (:func:`_climb`).
 
 Whether an even move of everything is an even shift or its largest pieces is decided by weighing
-both tellings as whole stories (:func:`search_stories`).
+both tellings as whole stories (:func:`search_stories`); an even shift taken first stays in its
+story only when the rest moved given the segments after it.
 
 A further cause must be significant given the picks so far, their factors fitted together and
 their leaves' own scatter around those factors counted as noise (:func:`_conditional_variance`,
@@ -85,7 +86,8 @@ class Pick:
     factor: float
     expected: float
     observed: float
-    # the deviance its fit removed: ``z^2`` of its evidence given the earlier picks
+    # the deviance its fit removed: ``z^2`` of its evidence given the earlier picks (for a pick
+    # the climb moved up to its parent, at least the evidence of the piece that admitted it)
     deviance: float = 0.0
 
 
@@ -423,6 +425,8 @@ def search(
     climb: bool = True,
     even_first: bool = False,
     allow_even: bool = True,
+    only: np.ndarray | None = None,
+    groups: Groups | None = None,
 ) -> Search:
     """Greedy ripple-fit selection over significant segments.
 
@@ -431,7 +435,7 @@ def search(
     first). ``min_effect`` is the smallest share of the total unexplained change a cause must
     carry when picked.
     """
-    groups = Groups(cube)
+    groups = groups if groups is not None else Groups(cube)
     n_seg = len(cube.seg_mask)
     n_tested = max(int(eligible.sum()), 1)
     f = leaves.f.copy()
@@ -464,6 +468,8 @@ def search(
         threshold = seg_crit
         cand = eligible & ~taken & (np.abs(z) >= threshold) & (np.abs(R) >= min_effect * R_total)
         cand[0] &= allow_even
+        if only is not None:
+            cand &= only  # a story's own segments, weighed again in the forward order
         if even_first and not picks and cand[0]:
             cand[1:] = False  # the story that starts from an even move of everything
         z_new = z  # the evidence beyond the causes so far
@@ -499,6 +505,9 @@ def search(
             # spread thinly over many small leaves): the evidence decides, the clearest first
             best = int(np.argmax(np.where(cand, np.abs(z_new), -np.inf)))
         picked_gain = float(gain[best])
+        # the evidence that admitted the pick: a parent the climb moves up to spreads its
+        # piece's move over parts that moved less, and keeps the piece's evidence
+        admitted = float(z_new[best]) ** 2
         if climb:
             best = _climb(cube, best, VS, FS, PS, eligible & ~taken, alpha)
         factor = VS[best] / FS[best] if FS[best] > 0 else np.inf
@@ -534,7 +543,7 @@ def search(
                 z=float(z[best]),
                 p_value=float(sig.two_sided_p(z[best])),
                 gain=picked_gain,
-                deviance=float(z_new[best]) ** 2,
+                deviance=max(float(z_new[best]) ** 2, admitted),
                 factor=float(factor),
                 expected=float(FS[best] - (f[members].sum() - before.sum())),
                 observed=float(VS[best]),
@@ -611,7 +620,7 @@ def _refit(
             if fs <= 0:
                 continue
             k = (float(v[m].sum()) - float(f[m[fixed[m]]].sum())) / fs
-            if k <= 0:
+            if k < 0:
                 continue
             f[free] *= k
             moved = max(moved, abs(k - 1.0))
@@ -799,7 +808,8 @@ def search_stories(cube: Cube, leaves: Leaves, **kw: Any) -> Search:
     whether an even move of everything is told as an even shift or as its largest pieces. The
     two are scored alike (:func:`story_score`) and the higher score is the answer. Segments
     alone must leave a part of the data flat: naming every value of a column is the even shift
-    again, told value by value."""
+    again, told value by value. An even shift taken first stays in its story only when what the
+    segments after it leave moved beyond the noise (:func:`_without_an_even_shift_first`)."""
     found = search(cube, leaves, **kw)
     crit = found.bounds
     if abs(found.z[0]) < crit[0]:
@@ -807,12 +817,45 @@ def search_stories(cube: Cube, leaves: Leaves, **kw: Any) -> Search:
     # the other story: without the even shift when the forward search took it, else from it
     took_even = any(p.seg == 0 for p in found.picks)
     telling = {"allow_even": False} if took_even else {"even_first": True}
-    other = search(cube, leaves, **telling, **kw)
+    other = search(cube, leaves, **telling, **kw, groups=found.groups)
+    if not took_even:
+        other = _without_an_even_shift_first(cube, leaves, other, kw)
     if not other.picks or _names_a_whole_column(cube, other):
         return found  # no other telling, or the even shift told value by value
     if story_score(other) <= story_score(found):
         return found
     return other
+
+
+def _without_an_even_shift_first(
+    cube: Cube, leaves: Leaves, found: Search, kw: dict[str, Any]
+) -> Search:
+    """The story without its even shift when what the segments after it leave did not move
+    beyond the noise.
+
+    An even shift is a cause when the rest moved given the causes; taken first, it is weighed
+    before them, and it carries their move (two segments that rose make the whole rise). Once
+    the segments are fitted, the leaves none of them holds must have moved beyond the noise
+    (the bound the even shift clears), or the story is told again with the segments alone, in
+    the forward order (each given the ones before it, as the search weighs them)."""
+    segs = [p.seg for p in found.picks]
+    if len(segs) < 2 or segs[0] != 0 or found.groups is None:
+        return found
+    rest = np.ones(len(leaves.f), dtype=bool)
+    for s in segs[1:]:
+        rest[_members(found.groups, s)] = False
+    w = leaves.phi * leaves.P
+    R, W = float((leaves.v - leaves.f)[rest].sum()), float(w[rest].sum())
+    if W > 0 and abs(R) / np.sqrt(W) >= found.bounds[0]:
+        return found
+    only = np.zeros(len(cube.seg_mask), dtype=bool)
+    only[segs[1:]] = True
+    alone = search(
+        cube, leaves, **{**kw, "climb": False, "only": only, "groups": found.groups}
+    )
+    if sorted(p.seg for p in alone.picks) != sorted(segs[1:]):
+        return found  # a segment does not clear its bound without the even shift
+    return alone
 
 
 def _names_a_whole_column(cube: Cube, found: Search) -> bool:
