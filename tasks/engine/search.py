@@ -433,7 +433,9 @@ def search(
     ``gain_units`` "noise" weighs each leaf's error by its noise (surprise first: sharp local
     breaks are found even when small); "absolute" weighs by magnitude (explanatory power
     first). ``min_effect`` is the smallest share of the total unexplained change a cause must
-    carry when picked.
+    carry when picked. ``only`` limits the picks to a story's own segments (weighed again in the
+    forward order; the bound still counts every segment searched); ``groups`` reuses the
+    segments' leaves built by an earlier search of the same cube.
     """
     groups = groups if groups is not None else Groups(cube)
     n_seg = len(cube.seg_mask)
