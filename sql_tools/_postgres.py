@@ -80,7 +80,7 @@ WORK_MEM_SHARE = 4
 """Postgres sorts and hashes each get this share of ``limits.memory_limit`` (``work_mem``, a
 quarter: 250 MB at the default 1 GB). The server's default (4 MB) makes the engine's grouped
 statements (screening's grouping sets, the cells with the data-quality checks' sets) sort
-their rows on disk set by set instead of hashing them in one go: 45 s instead of 17 s for
+their rows on disk set by set instead of hashing them in one go: 52 s instead of 17-22 s for
 screening 10 million rows (``benchmarks/RESULTS.md``)."""
 
 
