@@ -22,6 +22,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+from uuid import UUID, uuid4
 
 from prefect.states import State
 
@@ -116,12 +117,42 @@ def _in_process(metric: str, parameters: dict[str, Any]) -> State[Any]:
             task=Task(name=review_metric.name, fn=review_metric.fn),
             flow_run_id=parent.flow_run.id, dynamic_key=metric, name=metric, state=Pending(),
         )  # fmt: skip
-        run = client.create_flow_run(
-            review_metric, name=metric, parameters=review_metric.serialize_parameters(parameters),
-            parent_task_run_id=tracking.id, state=Pending(),
-        )  # fmt: skip
+        run = create_child_run(client, metric, parameters, tracking.id)
     state = run_flow(review_metric, flow_run=run, parameters=parameters, return_type="state")
     return state  # type: ignore[return-value]
+
+
+def create_child_run(
+    client: Any, metric: str, parameters: dict[str, Any], parent_task_run_id: UUID
+) -> Any:
+    """Create the metric's ``review-metric`` run, Pending, under ``parent_task_run_id``; the run.
+
+    The request carries a key of its own: the client sends a request again when the server's
+    answer times out, and a server slow enough to time out has often made the run already. With
+    the key it answers the second request with that run, where ``client.create_flow_run`` would
+    leave a second run of the same name, never run, beside the one that is.
+    """
+    from prefect.client.schemas.actions import FlowRunCreate
+    from prefect.client.schemas.objects import FlowRun, FlowRunPolicy
+    from prefect.states import Pending, to_state_create
+
+    request = FlowRunCreate(
+        flow_id=client.create_flow(review_metric),
+        flow_version=review_metric.version,
+        name=metric,
+        parameters=review_metric.serialize_parameters(parameters),
+        parent_task_run_id=parent_task_run_id,
+        state=to_state_create(Pending()),
+        empirical_policy=FlowRunPolicy(
+            retries=review_metric.retries,
+            retry_delay=int(review_metric.retry_delay_seconds or 0),
+        ),
+        idempotency_key=f"{metric}/{uuid4()}",
+    )
+    response = client.request("POST", "/flow_runs/", json=request.model_dump(mode="json", exclude_unset=True))
+    run = FlowRun.model_validate(response.json())
+    run.parameters = parameters
+    return run
 
 
 _STARTING = threading.Lock()
@@ -142,7 +173,8 @@ def _through_deployment(
 
     with _STARTING:
         run = run_deployment(
-            deployment, parameters=parameters, flow_run_name=metric, timeout=0, as_subflow=True
+            deployment, parameters=parameters, flow_run_name=metric, timeout=0, as_subflow=True,
+            idempotency_key=f"{metric}/{uuid4()}",  # a request sent again makes no second run
         )
     deadline = time.monotonic() + timeout
     with get_client(sync_client=True) as client:

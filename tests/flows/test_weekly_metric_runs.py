@@ -84,8 +84,9 @@ def test_a_failing_metric_is_reported_and_the_others_complete(prefect_harness, t
         assert row["latest_date"] is None and "change" not in row
 
     # one child run per metric, the review as their parent, two at a time at most
-    children = {r.name: r for r in child_runs(state.state_details.flow_run_id)}
-    assert sorted(children) == ["gross", "refunds", "revenue", "sessions", "tickets"]
+    runs = child_runs(state.state_details.flow_run_id)
+    assert sorted(r.name for r in runs) == ["gross", "refunds", "revenue", "sessions", "tickets"]
+    children = {r.name: r for r in runs}
     for name, run in children.items():
         assert rows[name]["flow_run_id"] == str(run.id)
         assert run.state.type.value == rows[name]["state"]
@@ -98,6 +99,33 @@ def test_a_failing_metric_is_reported_and_the_others_complete(prefect_harness, t
     assert "| refunds | n/a | n/a | n/a | n/a | failed |  | [failed](" in md
     assert f"[completed]({rows['sessions']['flow_run_url']})" in md
     assert not (out / "weekly-review-state.json").exists()
+
+
+def test_a_child_run_whose_request_is_sent_again_is_made_once(prefect_harness):
+    # the client sends a request again when the answer times out; the server had made the run
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
+
+    from flows.metric_runs import create_child_run
+
+    parameters = {"question": {"metric": "twice"}, "db": "w.duckdb", "data": [], "out": "runs"}
+    with get_client(sync_client=True) as client:
+        send, answers = client.request, []
+
+        def sent_twice(method: str, path: str, **kwargs: Any) -> Any:
+            if (method, path) == ("POST", "/flow_runs/"):
+                answers.append(send(method, path, **kwargs))  # the answer that timed out
+            return send(method, path, **kwargs)
+
+        client.request = sent_twice  # type: ignore[method-assign]
+        run = create_child_run(client, "twice", parameters, None)
+        client.request = send  # type: ignore[method-assign]
+        named = client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(name=FlowRunFilterName(any_=["twice"]))
+        )
+    assert len(answers) == 1 and answers[0].json()["id"] == str(run.id)
+    assert [r.id for r in named] == [run.id]
+    assert run.parameters == parameters and run.state.is_pending()
 
 
 def test_one_metric_at_a_time(prefect_harness, tmp_path):
