@@ -123,7 +123,7 @@ def _in_process(metric: str, parameters: dict[str, Any]) -> State[Any]:
 
 
 def create_child_run(
-    client: Any, metric: str, parameters: dict[str, Any], parent_task_run_id: UUID
+    client: Any, metric: str, parameters: dict[str, Any], parent_task_run_id: UUID | None
 ) -> Any:
     """Create the metric's ``review-metric`` run, Pending, under ``parent_task_run_id``; the run.
 
@@ -149,7 +149,8 @@ def create_child_run(
         ),
         idempotency_key=f"{metric}/{uuid4()}",
     )
-    response = client.request("POST", "/flow_runs/", json=request.model_dump(mode="json", exclude_unset=True))
+    body = request.model_dump(mode="json", exclude_unset=True)
+    response = client.request("POST", "/flow_runs/", json=body)
     run = FlowRun.model_validate(response.json())
     run.parameters = parameters
     return run
