@@ -127,10 +127,8 @@ def create_child_run(
 ) -> Any:
     """Create the metric's ``review-metric`` run, Pending, under ``parent_task_run_id``; the run.
 
-    The request carries a key of its own: the client sends a request again when the server's
-    answer times out, and a server slow enough to time out has often made the run already. With
-    the key it answers the second request with that run, where ``client.create_flow_run`` would
-    leave a second run of the same name, never run, beside the one that is.
+    The request carries a key of its own (:func:`_request_key`), which
+    ``client.create_flow_run`` cannot send.
     """
     from prefect.client.schemas.actions import FlowRunCreate
     from prefect.client.schemas.objects import FlowRun, FlowRunPolicy
@@ -147,13 +145,21 @@ def create_child_run(
             retries=review_metric.retries,
             retry_delay=int(review_metric.retry_delay_seconds or 0),
         ),
-        idempotency_key=f"{metric}/{uuid4()}",
+        idempotency_key=_request_key(metric),
     )
     body = request.model_dump(mode="json", exclude_unset=True)
     response = client.request("POST", "/flow_runs/", json=body)
     run = FlowRun.model_validate(response.json())
     run.parameters = parameters
     return run
+
+
+def _request_key(metric: str) -> str:
+    """A key of one start of the metric's run: the client sends a request again when the
+    server's answer times out, and a server slow enough to time out has often made the run
+    already. Given the key, it answers the second request with that run, where a request without
+    one leaves a second run of the same name, never run, beside the one that is."""
+    return f"{metric}/{uuid4()}"
 
 
 _STARTING = threading.Lock()
@@ -175,7 +181,7 @@ def _through_deployment(
     with _STARTING:
         run = run_deployment(
             deployment, parameters=parameters, flow_run_name=metric, timeout=0, as_subflow=True,
-            idempotency_key=f"{metric}/{uuid4()}",  # a request sent again makes no second run
+            idempotency_key=_request_key(metric),
         )
     deadline = time.monotonic() + timeout
     with get_client(sync_client=True) as client:
