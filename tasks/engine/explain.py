@@ -276,7 +276,7 @@ def _explained(
     change = _localized(change, found, eligible)
     contrib = _contributions(cube, kind)
     causes = [
-        _segment(cube, contrib, p.seg, _adjusted(p.p_value, found))
+        _segment(cube, contrib, p.seg, _adjusted(p.p_value, found, p.p_adjusted))
         for p in found.picks
         if p.seg != 0
     ]

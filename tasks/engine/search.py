@@ -25,7 +25,8 @@ up to that segment (:func:`_climb`).
 
 Whether an even move of everything is an even shift or its largest pieces is decided by weighing
 both tellings as whole stories (:func:`search_stories`); an even shift taken first stays in its
-story only when the rest moved given the segments after it.
+story only when the rest moved given the segments after it, and when every column's values moved
+by its factor (else the values of the column that refutes it tell the story).
 
 A further cause must be significant given the picks so far, their factors fitted together and
 their leaves' own scatter around those factors counted as noise (:func:`_conditional_variance`,
@@ -89,6 +90,9 @@ class Pick:
     # the deviance its fit removed: ``z^2`` of its evidence given the earlier picks (for a pick
     # the climb moved up to its parent, at least the evidence of the piece that admitted it)
     deviance: float = 0.0
+    # its p-value corrected for multiple testing, when its family is narrower than every segment
+    # searched (a column's values, once the column is shown to matter); None: over every segment
+    p_adjusted: float | None = None
 
 
 @dataclass
@@ -427,6 +431,8 @@ def search(
     allow_even: bool = True,
     only: np.ndarray | None = None,
     groups: Groups | None = None,
+    crit: np.ndarray | None = None,
+    p_adjusted: np.ndarray | None = None,
 ) -> Search:
     """Greedy ripple-fit selection over significant segments.
 
@@ -435,7 +441,9 @@ def search(
     first). ``min_effect`` is the smallest share of the total unexplained change a cause must
     carry when picked. ``only`` limits the picks to a story's own segments (weighed again in the
     forward order; the bound still counts every segment searched); ``groups`` reuses the
-    segments' leaves built by an earlier search of the same cube.
+    segments' leaves built by an earlier search of the same cube. ``crit`` replaces the bound
+    each segment must clear, and ``p_adjusted`` its corrected p-value (NaN: over every segment
+    searched), where a family narrower than every segment is tested (:func:`_one_column_told`).
     """
     groups = groups if groups is not None else Groups(cube)
     n_seg = len(cube.seg_mask)
@@ -449,7 +457,7 @@ def search(
     # a heavy leaf tail widens the bound of segments made of few leaves (by noise weight); a
     # sum of m leaves has 1/m of their excess tail
     m_eff = PS**2 / np.maximum(groups.sums(w**2, n_seg), 1e-300)
-    seg_crit = sig.segment_bound(z_crit, leaves.tail, m_eff)
+    seg_crit = sig.segment_bound(z_crit, leaves.tail, m_eff) if crit is None else crit
     picks: list[Pick] = []
     explained = np.zeros(len(f), dtype=bool)
     n_leaves_of = groups.sums(np.ones(len(f)), n_seg)
@@ -549,6 +557,11 @@ def search(
                 factor=float(factor),
                 expected=float(FS[best] - (f[members].sum() - before.sum())),
                 observed=float(VS[best]),
+                p_adjusted=(
+                    float(p_adjusted[best])
+                    if p_adjusted is not None and np.isfinite(p_adjusted[best])
+                    else None
+                ),
             )
         )
     assert z0 is not None and p0 is not None and resid0 is not None
@@ -811,7 +824,8 @@ def search_stories(cube: Cube, leaves: Leaves, **kw: Any) -> Search:
     two are scored alike (:func:`story_score`) and the higher score is the answer. Segments
     alone must leave a part of the data flat: naming every value of a column is the even shift
     again, told value by value. An even shift taken first stays in its story only when what the
-    segments after it leave moved beyond the noise (:func:`_without_an_even_shift_first`)."""
+    segments after it leave moved beyond the noise (:func:`_without_an_even_shift_first`), and
+    when no column's values refute it (:func:`_one_column_told`)."""
     found = search(cube, leaves, **kw)
     crit = found.bounds
     if abs(found.z[0]) < crit[0]:
@@ -822,11 +836,85 @@ def search_stories(cube: Cube, leaves: Leaves, **kw: Any) -> Search:
     other = search(cube, leaves, **telling, **kw, groups=found.groups)
     if not took_even:
         other = _without_an_even_shift_first(cube, leaves, other, kw)
-    if not other.picks or _names_a_whole_column(cube, other):
-        return found  # no other telling, or the even shift told value by value
-    if story_score(other) <= story_score(found):
+    # no other telling, or the even shift told value by value, or a lower score: the forward one
+    told_again = (
+        other.picks
+        and not _names_a_whole_column(cube, other)
+        and story_score(other) > story_score(found)
+    )
+    return _one_column_told(cube, leaves, other if told_again else found, kw)
+
+
+def _one_column_told(cube: Cube, leaves: Leaves, found: Search, kw: dict[str, Any]) -> Search:
+    """The story told by the values of one column, when its even shift taken first is refuted
+    by that column: its values did not move by one factor.
+
+    An even shift is a claim about every leaf, so every column's values must share its factor.
+    Each column with two or more values searched is one test of that claim (chi-squared over
+    its values' moves from the even shift, :func:`significance.unlike_values_p`), corrected
+    over the columns. When the clearest column refutes the even shift, its values are a family
+    of their own: a value is named when its move against its baseline clears the bound among
+    the one-column segments, and its p-value is corrected over them, never below the column's
+    (a value clear of the bound among every segment keeps its p-value over them all).
+    The values that moved replace the even shift (with the story's other segments, unless a
+    value holds all their rows) when what none of them holds did not move (one planned test:
+    a rest that moved is the even shift, with exceptions)."""
+    segs = [p.seg for p in found.picks]
+    if not segs or segs[0] != 0 or found.groups is None:
         return found
-    return other
+    groups = found.groups
+    n_seg = len(cube.seg_mask)
+    alpha = kw.get("alpha", sig.ALPHA)
+    w = leaves.phi * leaves.P
+    VS, FS, PS = (groups.sums(x, n_seg) for x in (leaves.v, leaves.f, w))
+    alone = (cube.seg_mask.sum(axis=1) == 1) & kw["eligible"]
+    alone[0] = False
+    columns = [np.flatnonzero(alone & cube.seg_mask[:, j]) for j in range(len(cube.dims))]
+    columns = [c for c in columns if c.size >= 2 and FS[c].sum() > 0]
+    if not columns:
+        return found
+    refuted = [
+        (sig.adjusted(sig.unlike_values_p(VS[c], FS[c], PS[c]), len(columns)), i)
+        for i, c in enumerate(columns)
+    ]
+    p_column, i = min(refuted)
+    if not sig.significant(p_column, alpha):
+        return found
+    values = columns[i]
+    n_alone = float(sum(c.size for c in columns))
+    crit = found.bounds.copy()  # the bound among the one-column segments, tails kept
+    crit[values] *= sig.bonferroni_z(n_alone, alpha) / found.z_crit
+    moved = values[np.abs(found.z[values]) >= crit[values]]
+    if moved.size == 0 or moved.size == values.size:
+        return found  # nothing moved beyond the noise, or every value did: the even shift
+    inside = np.zeros(len(leaves.f), dtype=bool)
+    for s in moved:
+        inside[_members(groups, s)] = True
+    only = np.zeros(n_seg, dtype=bool)
+    only[moved] = True
+    only[[s for s in segs[1:] if not inside[_members(groups, s)].all()]] = True
+    rest = np.ones(len(leaves.f), dtype=bool)
+    for s in np.flatnonzero(only):
+        rest[_members(groups, s)] = False
+    R, W = float((leaves.v - leaves.f)[rest].sum()), float(w[rest].sum())
+    if W > 0 and abs(R) / np.sqrt(W) >= sig.bonferroni_z(1, alpha):
+        return found  # the rest moved too: an even shift, with exceptions
+    # a value clear of the bound among every segment keeps its p-value over them all
+    p_adjusted = np.full(n_seg, np.nan)
+    for s in values:
+        everywhere = sig.adjusted(float(found.p[s]), found.tests)
+        among = max(sig.adjusted(float(found.p[s]), n_alone), p_column)
+        p_adjusted[s] = everywhere if sig.significant(everywhere, alpha) else among
+    told = search(
+        cube,
+        leaves,
+        **{**kw, "climb": False, "only": only, "groups": groups},
+        crit=crit,
+        p_adjusted=p_adjusted,
+    )
+    if sorted(p.seg for p in told.picks) != sorted(np.flatnonzero(only).tolist()):
+        return found  # a segment does not clear its bound given the others
+    return told
 
 
 def _without_an_even_shift_first(

@@ -254,9 +254,10 @@ def _overlap_notes(causes: list[Segment]) -> list[str]:
     ]
 
 
-def _adjusted(p: float, found: Search) -> float:
-    """A segment's p-value corrected for every segment searched (Bonferroni), as reported."""
-    return sig.adjusted(p, found.tests)
+def _adjusted(p: float, found: Search, own: float | None = None) -> float:
+    """A segment's p-value corrected for every segment searched (Bonferroni), as reported, or
+    its ``own`` corrected p-value when its family was narrower."""
+    return own if own is not None else sig.adjusted(p, found.tests)
 
 
 def _index_of(cube: Cube, segment: dict[str, Any]) -> int:

@@ -16,7 +16,7 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike
 
-from tasks.engine.distributions import norm_isf, norm_sf
+from tasks.engine.distributions import chi2_sf, norm_isf, norm_sf
 
 ALPHA = 0.05
 """Significance level of every test the engine and the gate make."""
@@ -64,3 +64,15 @@ def segment_bound(z_crit: float, tail: float, m_eff: ArrayLike) -> np.ndarray:
     than normal the leaves' noise tail is (``tail``, 1 for normal), thinning as the segment sums
     more leaves (``m_eff`` leaves by noise weight: a sum of m leaves has 1/m of their excess)."""
     return z_crit * (1.0 + (tail - 1.0) / np.maximum(np.asarray(m_eff, dtype=np.float64), 1.0))
+
+
+def unlike_values_p(observed: ArrayLike, expected: ArrayLike, variance: ArrayLike) -> float:
+    """The p-value of "these values (a column's) moved by one factor": each value's observed
+    total against its expected one scaled by their common factor, in noise units, squared and
+    summed, chi-squared with one degree of freedom fewer than the values (the factor fitted)."""
+    v, f = np.asarray(observed, dtype=np.float64), np.asarray(expected, dtype=np.float64)
+    var = np.maximum(np.asarray(variance, dtype=np.float64), 1e-300)
+    if v.size < 2 or f.sum() <= 0:
+        return 1.0
+    k = v.sum() / f.sum()
+    return float(chi2_sf(float(((v - k * f) ** 2 / var).sum()), v.size - 1))

@@ -13,6 +13,7 @@ from scipy import stats
 
 from tasks.engine.distributions import (
     chi2_isf,
+    chi2_sf,
     norm_isf,
     norm_sf,
     poisson_sf,
@@ -76,6 +77,21 @@ def test_chi2_isf_matches_for_each_degree_of_freedom(df: float) -> None:
         got = chi2_isf(q, df)
         assert isinstance(got, np.float64)
         same(got, stats.chi2.isf(q, df))
+
+
+@pytest.mark.parametrize("df", [0.5, 1, 2, 3, 4.5, 10, 30, 100, 1000])
+def test_chi2_sf_matches_for_each_degree_of_freedom(df: float) -> None:
+    x = np.concatenate([np.linspace(-2, 300, 1511), [0.0, -0.0, 1e-300, np.inf, -np.inf, np.nan]])
+    same(chi2_sf(x, df), stats.chi2.sf(x, df))
+    got = chi2_sf(13.1, df)
+    assert isinstance(got, np.float64)
+    same(got, stats.chi2.sf(13.1, df))
+
+
+def test_chi2_sf_outside_its_domain_matches() -> None:
+    for df in (0, -1, np.nan, np.inf):
+        x = np.array([-1.0, 0.0, 2.5, np.inf, np.nan])
+        same(chi2_sf(x, df), stats.chi2.sf(x, df))
 
 
 def test_chi2_isf_with_one_degree_is_the_squared_normal_bound() -> None:
