@@ -111,6 +111,9 @@ class Search:
     fit: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
     # which leaves each segment holds (built by the search; reused by whatever weighs its picks)
     groups: Groups | None = None
+    # per segment, the |z| a pick had to reach, where a family narrower than every segment set
+    # it (a column's values, once the column is shown to matter); None: the bounds
+    admitted_at: np.ndarray | None = None
 
     @property
     def tests(self) -> float:
@@ -119,7 +122,8 @@ class Search:
 
     @property
     def bounds(self) -> np.ndarray:
-        """Per segment, the ``|z|`` it must reach (the Bonferroni bound where no tail widened it)."""
+        """Per segment, the ``|z|`` it must reach (the Bonferroni bound where no tail widened
+        it)."""
         return self.seg_crit if self.seg_crit is not None else np.full(len(self.z), self.z_crit)
 
 
@@ -457,7 +461,7 @@ def search(
     # a heavy leaf tail widens the bound of segments made of few leaves (by noise weight); a
     # sum of m leaves has 1/m of their excess tail
     m_eff = PS**2 / np.maximum(groups.sums(w**2, n_seg), 1e-300)
-    seg_crit = sig.segment_bound(z_crit, leaves.tail, m_eff) if crit is None else crit
+    seg_crit = sig.segment_bound(z_crit, leaves.tail, m_eff)
     picks: list[Pick] = []
     explained = np.zeros(len(f), dtype=bool)
     n_leaves_of = groups.sums(np.ones(len(f)), n_seg)
@@ -475,7 +479,7 @@ def search(
             p0 = sig.two_sided_p(z0)
         if z0 is not None and R_total is None:
             R_total = abs(float(R[0]))
-        threshold = seg_crit
+        threshold = seg_crit if crit is None else crit
         cand = eligible & ~taken & (np.abs(z) >= threshold) & (np.abs(R) >= min_effect * R_total)
         cand[0] &= allow_even
         if only is not None:
@@ -578,6 +582,7 @@ def search(
         remainder,
         fit=(VS, FS, PS),
         groups=groups,
+        admitted_at=crit,
     )
 
 
@@ -808,9 +813,12 @@ def story_score(found: Search) -> float:
     """How well a search's picks explain the change, net of what choosing them costs: the
     deviance each pick removed less its bound squared (the price of a segment chosen among all
     those searched). A segment that did not move against its baseline (an exception to an even
-    shift that stayed flat) pays its price and gains nothing: a flat part is not a cause."""
+    shift that stayed flat) pays its price and gains nothing: a flat part is not a cause. A
+    value of a column tested as a family of its own moved when it cleared that family's bound,
+    and pays the price of every segment searched all the same."""
     crit = found.bounds
-    moved = np.abs(found.z) >= crit  # against "nothing changed"
+    admitted = found.admitted_at if found.admitted_at is not None else crit
+    moved = np.abs(found.z) >= admitted  # against "nothing changed"
     return float(sum(p.deviance * moved[p.seg] - float(crit[p.seg]) ** 2 for p in found.picks))
 
 
@@ -825,7 +833,8 @@ def search_stories(cube: Cube, leaves: Leaves, **kw: Any) -> Search:
     alone must leave a part of the data flat: naming every value of a column is the even shift
     again, told value by value. An even shift taken first stays in its story only when what the
     segments after it leave moved beyond the noise (:func:`_without_an_even_shift_first`), and
-    when no column's values refute it (:func:`_one_column_told`)."""
+    when no column's values refute it (:func:`_one_column_told`): the chosen story is told by
+    that column's values, and the story passed over, so told, is weighed against the chosen."""
     found = search(cube, leaves, **kw)
     crit = found.bounds
     if abs(found.z[0]) < crit[0]:
@@ -842,7 +851,14 @@ def search_stories(cube: Cube, leaves: Leaves, **kw: Any) -> Search:
         and not _names_a_whole_column(cube, other)
         and story_score(other) > story_score(found)
     )
-    return _one_column_told(cube, leaves, other if told_again else found, kw)
+    chosen, passed = (other, found) if told_again else (found, other)
+    told = _one_column_told(cube, leaves, chosen, kw)
+    if told is chosen and passed.picks:
+        # the story passed over, its even shift refuted by a column, may outscore the chosen one
+        by_column = _one_column_told(cube, leaves, passed, kw)
+        if by_column is not passed and story_score(by_column) > story_score(chosen):
+            return by_column
+    return told
 
 
 def _one_column_told(cube: Cube, leaves: Leaves, found: Search, kw: dict[str, Any]) -> Search:
@@ -856,9 +872,12 @@ def _one_column_told(cube: Cube, leaves: Leaves, found: Search, kw: dict[str, An
     of their own: a value is named when its move against its baseline clears the bound among
     the one-column segments, and its p-value is corrected over them, never below the column's
     (a value clear of the bound among every segment keeps its p-value over them all).
-    The values that moved replace the even shift (with the story's other segments, unless a
-    value holds all their rows) when what none of them holds did not move (one planned test:
-    a rest that moved is the even shift, with exceptions)."""
+
+    The values that moved replace the even shift. The story's other segments (exceptions to the
+    even shift, which need not have moved at all) are weighed again beside them, unless a value
+    that moved holds all their rows. The rows none of the new story's segments hold must be
+    nearer flat than the even shift's factor: a rest that moved with the others is the even
+    shift, with exceptions."""
     segs = [p.seg for p in found.picks]
     if not segs or segs[0] != 0 or found.groups is None:
         return found
@@ -892,13 +911,9 @@ def _one_column_told(cube: Cube, leaves: Leaves, found: Search, kw: dict[str, An
         inside[_members(groups, s)] = True
     only = np.zeros(n_seg, dtype=bool)
     only[moved] = True
+    # the story's other segments are weighed again without the even shift (an exception to it
+    # may not have moved at all), unless a value that moved holds all their rows
     only[[s for s in segs[1:] if not inside[_members(groups, s)].all()]] = True
-    rest = np.ones(len(leaves.f), dtype=bool)
-    for s in np.flatnonzero(only):
-        rest[_members(groups, s)] = False
-    R, W = float((leaves.v - leaves.f)[rest].sum()), float(w[rest].sum())
-    if W > 0 and abs(R) / np.sqrt(W) >= sig.bonferroni_z(1, alpha):
-        return found  # the rest moved too: an even shift, with exceptions
     # a value clear of the bound among every segment keeps its p-value over them all
     p_adjusted = np.full(n_seg, np.nan)
     for s in values:
@@ -912,9 +927,15 @@ def _one_column_told(cube: Cube, leaves: Leaves, found: Search, kw: dict[str, An
         crit=crit,
         p_adjusted=p_adjusted,
     )
-    if sorted(p.seg for p in told.picks) != sorted(np.flatnonzero(only).tolist()):
-        return found  # a segment does not clear its bound given the others
-    return told
+    if not set(moved.tolist()) <= {p.seg for p in told.picks}:
+        return found  # a value does not clear its bound given the others
+    rest = np.ones(len(leaves.f), dtype=bool)
+    for p in told.picks:
+        rest[_members(groups, p.seg)] = False
+    # the rest's move against each story's fit of it, in the same noise units
+    k = float(leaves.v.sum() / leaves.f.sum())
+    v, f = float(leaves.v[rest].sum()), float(leaves.f[rest].sum())
+    return found if abs(v - k * f) < abs(v - f) else told
 
 
 def _without_an_even_shift_first(
