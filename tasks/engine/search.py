@@ -44,6 +44,7 @@ single noisy cells through).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -875,9 +876,10 @@ def _one_column_told(cube: Cube, leaves: Leaves, found: Search, kw: dict[str, An
 
     The values that moved replace the even shift. The story's other segments (exceptions to the
     even shift, which need not have moved at all) are weighed again beside them, unless a value
-    that moved holds all their rows. The rows none of the new story's segments hold must be
-    nearer flat than the even shift's factor: a rest that moved with the others is the even
-    shift, with exceptions."""
+    that moved holds all their rows. The story must leave a value of the column out (naming
+    every value is the even shift told value by value), and the rows none of its segments hold
+    must have moved by a factor nearer flat than the even shift's, on the log scale: a rest
+    that moved with the others is the even shift, with exceptions."""
     segs = [p.seg for p in found.picks]
     if not segs or segs[0] != 0 or found.groups is None:
         return found
@@ -929,13 +931,19 @@ def _one_column_told(cube: Cube, leaves: Leaves, found: Search, kw: dict[str, An
     )
     if not set(moved.tolist()) <= {p.seg for p in told.picks}:
         return found  # a value does not clear its bound given the others
+    if _names_a_whole_column(cube, told):
+        return found  # the even shift again, told value by value
     rest = np.ones(len(leaves.f), dtype=bool)
     for p in told.picks:
         rest[_members(groups, p.seg)] = False
-    # the rest's move against each story's fit of it, in the same noise units
+    # the rest's factor nearer the even shift's than flat, on the log scale (a rise and the same
+    # fall told the other way round are as near): the even shift, with its exceptions
     k = float(leaves.v.sum() / leaves.f.sum())
     v, f = float(leaves.v[rest].sum()), float(leaves.f[rest].sum())
-    return found if abs(v - k * f) < abs(v - f) else told
+    if f <= 0 or k <= 0:
+        return told
+    log_r = math.log(v / f) if v > 0 else -math.inf
+    return found if abs(log_r - math.log(k)) < abs(log_r) else told
 
 
 def _without_an_even_shift_first(
