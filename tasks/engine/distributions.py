@@ -4,9 +4,9 @@ and its two t-tests on daily values, on ``scipy.special`` and numpy alone.
 Each function gives the same numbers, to the last bit, as its ``scipy.stats`` counterpart
 (``norm.sf``, ``norm.isf``, ``chi2.sf``, ``chi2.isf``, ``poisson.sf``, ``ttest_rel``,
 ``ttest_ind`` with ``equal_var=False``), edge cases included: the same special functions, the
-same sums in the same order. The engine never imports ``scipy.stats``, which takes about half a second to load on
-every run; ``scipy.special`` takes a fraction of that. Nothing here warns: a test that is
-undefined (no values, one value, no spread and no move) gives NaN, as there.
+same sums in the same order. The engine never imports ``scipy.stats``, which takes about half a
+second to load on every run; ``scipy.special`` takes a fraction of that. Nothing here warns: a
+test that is undefined (no values, one value, no spread and no move) gives NaN, as there.
 """
 
 from __future__ import annotations
