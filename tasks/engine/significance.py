@@ -66,13 +66,24 @@ def segment_bound(z_crit: float, tail: float, m_eff: ArrayLike) -> np.ndarray:
     return z_crit * (1.0 + (tail - 1.0) / np.maximum(np.asarray(m_eff, dtype=np.float64), 1.0))
 
 
-def unlike_values_p(observed: ArrayLike, expected: ArrayLike, variance: ArrayLike) -> float:
+def unlike_values_p(
+    observed: ArrayLike,
+    expected: ArrayLike,
+    variance: ArrayLike,
+    expected_variance: ArrayLike | None = None,
+) -> float:
     """The p-value of "these values (a column's) moved by one factor": each value's observed
-    total against its expected one scaled by their common factor, in noise units, squared and
-    summed, chi-squared with one degree of freedom fewer than the values (the factor fitted)."""
+    total against its expected one scaled by their common factor ``k``, in noise units, squared
+    and summed, chi-squared with one degree of freedom fewer than the values (the factor
+    fitted). ``variance`` is that of ``observed - expected``, or, with ``expected_variance``
+    (the expectation's own noise), the observed's own: the expectation's scales with ``k``
+    squared, so the same values asked the other way round give the same p-value."""
     v, f = np.asarray(observed, dtype=np.float64), np.asarray(expected, dtype=np.float64)
-    var = np.maximum(np.asarray(variance, dtype=np.float64), 1e-300)
     if v.size < 2 or f.sum() <= 0:
         return 1.0
     k = v.sum() / f.sum()
+    var = np.asarray(variance, dtype=np.float64)
+    if expected_variance is not None:
+        var = var + k * k * np.asarray(expected_variance, dtype=np.float64)
+    var = np.maximum(var, 1e-300)
     return float(chi2_sf(float(((v - k * f) ** 2 / var).sum()), v.size - 1))
