@@ -5,6 +5,9 @@
 - An even shift taken first is a claim about every column: when one column's values did not
   move by its factor, the values that moved tell the story, and the rest is flat; a story the
   score passed over, so told, is weighed again.
+- A pick makes the same claim of its parts: when parts of it refute it and the rest stayed
+  flat, the parts are named (two overlapping causes, not their parent); a pick whose parts only
+  scatter, or leave a sliver of it flat, stays whole.
 - The picks' joint fit fits a pick whose rows all went to zero.
 """
 
@@ -175,3 +178,48 @@ def test_a_cause_whose_parts_only_scatter_stays_whole(tmp_path: Path) -> None:
     whole = frozenset({("age_group", "45-54"), ("channel", "email")})
     assert any(whole in names for names, _ in got.causes), got.text()
     assert all(min(len(n) for n in names) == 2 for names, _ in got.causes), got.text()
+
+
+def _exact_cells(folder: Path) -> Path:
+    """Pre-aggregated cells that do not move at all, but for ``b = b3 & c = c2``, which falls to
+    a fifth; its cells of 1 and 2 stay as they were (a fifth of them rounds back)."""
+    rng = np.random.default_rng(0)
+    rows = ["a,b,c,period,value"]
+    for a in range(6):
+        for b in range(10):
+            for c in range(8):
+                base = int(max(1, round(rng.lognormal(2.0, 2.0)))) if rng.random() < 0.9 else 1
+                now = base * 0.2 if (b, c) == (3, 2) and base > 2 else base
+                rows += [f"a{a},b{b},c{c},p1,{base}", f"a{a},b{b},c{c},p2,{round(now, 1)}"]
+    path = folder / "cells.csv"
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("rest_share", [None, 0.0])
+def test_parts_that_leave_a_sliver_flat_do_not_replace_their_cause(
+    rest_share: float | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the noise of exact cells reads the cells of 1 that stayed 1 as flat beyond doubt, so the
+    # parts by column a that fell look unlike them; the rest they leave flat is a sliver of the
+    # cause (under a tenth), and the cause is named whole. Without that guard (0.0), its parts
+    # are named in its place: the case tests the guard
+    from sql_tools import ToolContext
+    from tasks.engine import search
+    from tasks.engine.explain import explain_change
+    from tasks.engine.parse import build_question
+    from tasks.ingest.load import load_files
+
+    if rest_share is not None:
+        monkeypatch.setattr(search, "PARTS_REST_SHARE", rest_share)
+    db = tmp_path / "cells.duckdb"
+    load_files([_exact_cells(tmp_path)], db)
+    with ToolContext(db) as ctx:
+        q = build_question(
+            ctx.schema, metric="sum(value)", period_column="period", baseline="p1", comparison="p2"
+        )
+        named = [rc.segment for rc in explain_change(ctx, q).root_causes]
+    if rest_share is None:
+        assert named == [{"b": "b3", "c": "c2"}]
+    else:
+        assert len(named) > 1 and all(s["b"] == "b3" and s["c"] == "c2" for s in named), named
