@@ -989,9 +989,7 @@ def _parts_told(cube: Cube, leaves: Leaves, found: Search, kw: dict[str, Any]) -
     alpha = kw.get("alpha", sig.ALPHA)
     n_seg = len(cube.seg_mask)
     depth = cube.seg_mask.sum(axis=1)
-    w = leaves.phi * leaves.P
-    v = leaves.v
-    VS = groups.sums(v, n_seg)
+    VS = groups.sums(leaves.v, n_seg)
     eligible = kw["eligible"]
     for _ in range(2 * len(found.picks) + 1):
         told = None
@@ -1128,10 +1126,10 @@ def _told_by_parts(
     # the pick against its parts, over the pieces they cut it into (which parts hold a row):
     # the misfit of the pick at one factor, less that of the parts each at its own and the rest
     # flat, must pay the bound among the parts, squared, for each part beyond the first
-    pattern = np.zeros(len(v), dtype=np.int64)
-    for b_, x in enumerate(named):
-        pattern[_members(groups, x)] |= 1 << b_
-    piece = np.unique(pattern[mine], return_inverse=True)[1]
+    holds = np.zeros((len(v), len(named)), dtype=bool)
+    for j, x in enumerate(named):
+        holds[_members(groups, x), j] = True
+    piece = np.unique(holds[mine], axis=0, return_inverse=True)[1].ravel()
     whole = base.copy()
     if base[mine].sum() > 0:
         whole[mine] *= v[mine].sum() / base[mine].sum()
