@@ -674,12 +674,17 @@ def _with_spread(
     out = w.copy()
     for m in margins:
         move2 = (fitted[m] - f0[m]) ** 2
-        denom = float(move2.sum())
-        if denom <= 0:
-            continue
-        t2 = max(float(((v[m] - fitted[m]) ** 2 - w[m]).sum()) / denom, 0.0)
-        out[m] += t2 * move2
+        out[m] += _scatter_share(v[m], fitted[m], w[m], move2) * move2
     return out
+
+
+def _scatter_share(v: np.ndarray, fit: np.ndarray, w: np.ndarray, move2: np.ndarray) -> float:
+    """How far leaves scatter around their fit beyond the noise ``w``, as a share of their
+    squared moves ``move2`` (``t^2``; none when they scatter no more than the noise)."""
+    denom = float(move2.sum())
+    if denom <= 0:
+        return 0.0
+    return max(float(((v - fit) ** 2 - w).sum()) / denom, 0.0)
 
 
 def _conditional_variance(
@@ -928,12 +933,7 @@ def _one_column_told(cube: Cube, leaves: Leaves, found: Search, kw: dict[str, An
     # the story's other segments are weighed again without the even shift (an exception to it
     # may not have moved at all), unless a value that moved holds all their rows
     only[[s for s in segs[1:] if not inside[_members(groups, s)].all()]] = True
-    # a value clear of the bound among every segment keeps its p-value over them all
-    p_adjusted = np.full(n_seg, np.nan)
-    for s in values:
-        everywhere = sig.adjusted(float(found.p[s]), found.tests)
-        among = max(sig.adjusted(float(found.p[s]), n_alone), p_column)
-        p_adjusted[s] = everywhere if sig.significant(everywhere, alpha) else among
+    p_adjusted = _family_p(found, {int(s): p_column for s in values}, n_alone, alpha)
     told = search(
         cube,
         leaves,
@@ -1056,7 +1056,9 @@ def _told_by_parts(
     while True:
         f = _refit(base, v, [_members(groups, x) for x in named]) if named else base
         FS = groups.sums(f, n_seg)
-        W_own, W_exp = groups.sums(w_own, n_seg), groups.sums(noise(f) - w_own, n_seg)
+        w_f = noise(f)
+        W_own, W_exp = groups.sums(w_own, n_seg), groups.sums(w_f - w_own, n_seg)
+        v_mine, f_mine, base_mine, w_mine = v[mine], f[mine], base[mine], w_f[mine]
         best, best_p = -1, 1.0
         for c in columns:
             if np.isin(c, named).sum() + 1 >= c.size:
@@ -1069,7 +1071,7 @@ def _told_by_parts(
                 # side's leaves scattering around its own factor as much as they are seen to
                 # (a cause rarely moves every leaf by one factor, :func:`_with_spread`)
                 in_x = np.isin(mine, _members(groups, x))
-                spread = _scatter(v[mine], f[mine], base[mine], noise(f)[mine], in_x)
+                spread = _scatter(v_mine, f_mine, base_mine, w_mine, in_x)
                 p_x = sig.unlike_values_p(
                     [VS[x], VS[s] - VS[x]],
                     [FS[x], FS[s] - FS[x]],
@@ -1077,13 +1079,12 @@ def _told_by_parts(
                     [W_exp[x], W_exp[s] - W_exp[x]],
                 )
                 # a side of few leaves is judged against the leaves' noise tail, as a segment is
-                if p_x < best_p and _beyond(p_x, bound, leaves.tail, noise(f)[mine], in_x):
+                if p_x < best_p and _beyond(p_x, bound, leaves.tail, w_mine, in_x):
                     best, best_p = int(x), p_x
-        p_part = sig.adjusted(best_p, n_parts)
         if best < 0:
             break
         named.append(best)
-        p_named[best] = p_part
+        p_named[best] = sig.adjusted(best_p, n_parts)
     if not named:
         return None
     # the rest of the pick (what neither its named parts nor another pick holds) must have moved
@@ -1103,10 +1104,11 @@ def _told_by_parts(
     # (a rest that moved with the parts is the test by which the search moves a pick up to its
     # parent, :func:`_climb`; a rest gone to nothing moved as far as it could)
     fi, vi, fr, vr = (float(x[m].sum()) for m in (inside, rest) for x in (base, v))
+    w_base = noise(base)
     if fr < PARTS_REST_SHARE * float(base[mine].sum()):
         return None  # a story whose flat rest is a sliver of the pick tells the pick in pieces
     if vi != fi:
-        z_rest = (vr - fr) / math.sqrt(max(float(noise(base)[rest].sum()), 1e-300))
+        z_rest = (vr - fr) / math.sqrt(max(float(w_base[rest].sum()), 1e-300))
         # the rest's move as a share of the parts', on the log scale or, for parts that went to
         # nothing (no log factor), on the plain one
         share = (vr / fr - 1.0) / (vi / fi - 1.0)
@@ -1114,14 +1116,14 @@ def _told_by_parts(
             share = max(share, math.log(vr / fr) / math.log(vi / fi))
         if z_rest * np.sign(vi - fi) >= sig.one_sided_z(alpha) and share >= CLIMB_SHARE:
             return None
-    spread = _scatter(v[sides], base[sides], base[sides], noise(base)[sides], inside[sides])
+    spread = _scatter(v[sides], base[sides], base[sides], w_base[sides], inside[sides])
     p_rest = sig.unlike_values_p(
-        [v[inside].sum(), v[rest].sum()],
-        [base[inside].sum(), base[rest].sum()],
+        [vi, vr],
+        [fi, fr],
         [w_own[inside].sum() + spread[0], w_own[rest].sum() + spread[1]],
         [w_exp[inside].sum(), w_exp[rest].sum()],
     )
-    if not _beyond(p_rest, bound, leaves.tail, noise(base)[sides], inside[sides]):
+    if not _beyond(p_rest, bound, leaves.tail, w_base[sides], inside[sides]):
         return None
     # the pick against its parts, over the pieces they cut it into (which parts hold a row):
     # the misfit of the pick at one factor, less that of the parts each at its own and the rest
@@ -1143,11 +1145,7 @@ def _told_by_parts(
     if gained <= (len(named) - 1) * sig.bonferroni_z(n_parts, alpha) ** 2:
         return None
     crit = np.where(np.isin(np.arange(n_seg), named), crit, found.bounds)
-    p_adjusted = np.full(n_seg, np.nan)
-    for x in named:
-        everywhere = sig.adjusted(float(found.p[x]), found.tests)
-        among = max(sig.adjusted(float(found.p[x]), n_parts), p_named[x])
-        p_adjusted[x] = everywhere if sig.significant(everywhere, alpha) else among
+    p_adjusted = _family_p(found, p_named, n_parts, alpha)
     only = np.zeros(n_seg, dtype=bool)
     only[named] = True
     only[[p.seg for p in found.picks if p.seg != s]] = True
@@ -1161,6 +1159,21 @@ def _told_by_parts(
     if not set(named) <= {p.seg for p in told.picks}:
         return None  # a part does not clear its bound given the others
     return told
+
+
+def _family_p(
+    found: Search, gates: dict[int, float], n_family: float, alpha: float
+) -> np.ndarray:
+    """Per segment, the p-value of a member of a family narrower than every segment searched
+    (NaN elsewhere): corrected over the family, and never below ``gates[s]``, the p-value of
+    the test that opened the family to it; a member clear of the bound among every segment
+    keeps its p-value over them all."""
+    out = np.full(len(found.p), np.nan)
+    for s, gate in gates.items():
+        everywhere = sig.adjusted(float(found.p[s]), found.tests)
+        among = max(sig.adjusted(float(found.p[s]), n_family), gate)
+        out[s] = everywhere if sig.significant(everywhere, alpha) else among
+    return out
 
 
 def _beyond(p: float, bound: float, tail: float, w: np.ndarray, inside: np.ndarray) -> bool:
@@ -1178,17 +1191,14 @@ def _scatter(
 ) -> tuple[float, float]:
     """The variance a pick's leaves add to the totals of its two sides (``inside`` and the
     rest) by scattering around each side's own factor: the scatter beyond the noise, as a share
-    of the leaves' squared moves (``t^2``, as :func:`_with_spread` measures a pick's), times each
-    side's squared moves."""
+    of the leaves' squared moves (:func:`_scatter_share`, as :func:`_with_spread` measures a
+    pick's), times each side's squared moves."""
     fit = f.copy()
     for side in (inside, ~inside):
         if f[side].sum() > 0:
             fit[side] *= v[side].sum() / f[side].sum()
     move2 = (fit - base) ** 2
-    denom = float(move2.sum())
-    if denom <= 0:
-        return 0.0, 0.0
-    t2 = max(float(((v - fit) ** 2 - w).sum()) / denom, 0.0)
+    t2 = _scatter_share(v, fit, w, move2)
     return t2 * float(move2[inside].sum()), t2 * float(move2[~inside].sum())
 
 
