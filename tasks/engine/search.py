@@ -322,8 +322,9 @@ def ratio_leaves(
         P = P * np.where(rows > 1, rows / np.maximum(rows - 1, 1), 1.0)
     # one row per leaf and period (pre-aggregated data): no row-level spread to measure (the
     # spread above is zero but for rounding), so count-like (Poisson) noise on the numerator
-    # stands in; the dispersion rescales it
-    poisson = np.abs(nc) + scale**2 * np.abs(nb)
+    # stands in, the dispersion rescaling it; a count's noise is that of the count expected
+    # when that is the larger (a leaf with sessions and no purchase saw 0 of about 1 expected)
+    poisson = np.maximum(np.abs(nc), np.abs(f)) + scale**2 * np.abs(nb)
     # in the numerator's units squared, as the row-level spread is (a compound-Poisson sum's
     # variance is its total times the rows' mean square over their mean: 1 for counts), so the
     # metric's units do not change which leaves count
@@ -853,6 +854,10 @@ def search_stories(cube: Cube, leaves: Leaves, **kw: Any) -> Search:
     segments after it leave moved beyond the noise (:func:`_without_an_even_shift_first`), and
     when no column's values refute it (:func:`_one_column_told`): the chosen story is told by
     that column's values, and the story passed over, so told, is weighed against the chosen."""
+    return _reclimbed(cube, leaves, _told_stories(cube, leaves, kw), kw)
+
+
+def _told_stories(cube: Cube, leaves: Leaves, kw: dict[str, Any]) -> Search:
     found = search(cube, leaves, **kw)
     crit = found.bounds
     if abs(found.z[0]) < crit[0]:
@@ -877,6 +882,60 @@ def search_stories(cube: Cube, leaves: Leaves, **kw: Any) -> Search:
         if by_column is not passed and story_score(by_column) > story_score(chosen):
             return _parts_told(cube, leaves, by_column, kw)
     return _parts_told(cube, leaves, told, kw)
+
+
+def _reclimbed(cube: Cube, leaves: Leaves, found: Search, kw: dict[str, Any]) -> Search:
+    """The story with each pick climbed again given the story's other picks.
+
+    The forward search climbs a pick to its parent when the parent's rest moved with it
+    (:func:`_climb`), judged against what the picks before it explain. A pick taken before
+    another that holds part of its parent's rest was climbed without that one fitted: a rise of
+    ``platform = ios`` whose tablets fell with every tablet is first seen as ``ios & phone``,
+    the rest of ``ios`` (its tablets) moving unlike it until the tablets' fall is fitted. So
+    each pick of a story without an even shift is climbed again against the fit of the others;
+    a pick that climbs is replaced by its parent, and the story is weighed again in the forward
+    order. The new story stands when every segment of it is picked again; else the old one."""
+    segs = [p.seg for p in found.picks]
+    groups = found.groups
+    if len(segs) < 2 or 0 in segs or groups is None or found.fit is None:
+        return found
+    n_seg = len(cube.seg_mask)
+    depth = cube.seg_mask.sum(axis=1)
+    eligible = kw["eligible"]
+    alpha = kw.get("alpha", sig.ALPHA)
+    VS, _, PS = found.fit
+    story = list(segs)
+    changed = False
+    for _ in range(len(story)):
+        # the clearest climb first (its parent's rest moved most), then the others given it
+        best: tuple[float, int, int] | None = None
+        for i, seg in enumerate(story):
+            if depth[seg] < 2:
+                continue
+            others = [t for t in story if t != seg]
+            f_others = _refit(leaves.f, leaves.v, [_members(groups, t) for t in others])
+            FS = groups.sums(f_others, n_seg)
+            open_ = eligible.copy()
+            for t in others:
+                open_ &= ~descendants(cube, t)
+                open_[t] = False
+            up = _climb(cube, seg, VS, FS, PS, open_, alpha)
+            if up == seg:
+                continue
+            rest = VS[up] - VS[seg] - (FS[up] - FS[seg])
+            z = abs(rest) / np.sqrt(max(PS[up] - PS[seg], 1e-300))
+            if best is None or z > best[0]:
+                best = (z, i, up)
+        if best is None:
+            break
+        story[best[1]] = best[2]
+        changed = True
+    if not changed:
+        return found
+    only = np.zeros(n_seg, dtype=bool)
+    only[story] = True
+    again = search(cube, leaves, **{**kw, "only": only}, groups=groups)
+    return again if sorted(p.seg for p in again.picks) == sorted(set(story)) else found
 
 
 def _one_column_told(cube: Cube, leaves: Leaves, found: Search, kw: dict[str, Any]) -> Search:
