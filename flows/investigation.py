@@ -29,7 +29,7 @@ from sql_tools._errors import ToolInputError
 from sql_tools._postgres import is_postgres_url
 from sql_tools.output import printable, secrets_note
 from tasks.ingest import storage
-from tasks.run import Progress, Run
+from tasks.run import Progress, Run, check_question_text
 
 
 class Request(BaseModel):
@@ -79,6 +79,7 @@ def investigation(
     the passes over each source table: :class:`~sql_tools.passes.Passes`)."""
     offline = req.offline or (client is None and not os.environ.get("ANTHROPIC_API_KEY"))
     source = _source_name(req.source)
+    check_question_text(req.question())  # a question no data can answer loads nothing
     db, tables = _load(req.data, req.db, req.out)
     run = Run(
         db, req.question(), source=source, progress=progress, client=client, config=config,

@@ -74,6 +74,19 @@ def question_of(
     return question
 
 
+def check_question_text(qargs: dict[str, Any]) -> None:
+    """What is wrong with the question whatever the data (``parse.check_question_text``),
+    refused before any data is loaded."""
+    from tasks.engine.parse import check_question_text as check
+
+    metrics_file = qargs.get("metrics_file")
+    check(
+        qargs["metric"], qargs["baseline"], qargs["comparison"], grain=qargs.get("grain"),
+        filters=qargs.get("filters") or [],
+        metrics_file=Path(metrics_file) if metrics_file else None,
+    )  # fmt: skip
+
+
 def _file_hash(path: str | Path) -> str:
     try:
         return hashlib.sha256(Path(path).read_bytes()).hexdigest()

@@ -995,6 +995,32 @@ def _lookup_metric(text: str, metrics_file: Path | None) -> tuple[str | None, Me
 # --------------------------------------------------------------------------------------------
 
 
+def check_question_text(
+    metric: str,
+    baseline: str,
+    comparison: str,
+    *,
+    grain: str | None = None,
+    filters: Sequence[str] = (),
+    metrics_file: Path | None = None,
+) -> None:
+    """Refuse what is wrong with a question whatever the data: the metric's syntax (or its name
+    in ``metrics_file``), the filters' syntax, the grain and the periods' form. Run before any
+    data is loaded, so a question that can never be asked loads nothing; :func:`build_question`
+    checks the same again, with the columns.
+
+    Raises:
+        ToolInputError: The first problem, as :func:`build_question` words it.
+    """
+    _, mdef = _lookup_metric(metric, metrics_file)
+    _parse_expression(mdef.expression if mdef else metric)
+    for f in [*(mdef.filters if mdef else []), *filters]:
+        _split_filter(f)
+    _check_grain(grain if grain is not None else (mdef.grain if mdef else None))
+    parse_period(baseline)
+    parse_period(comparison)
+
+
 def _table_by_period(schema: Schema, expression: str, period_ref: str | None) -> str | None:
     """When a metric fits several tables, the one that has the period column (or a date column)."""
     try:

@@ -57,6 +57,16 @@ def investigate(
     )  # fmt: skip
 
 
+def with_option(
+    events: Path, out: Path, option: str, value: str
+) -> subprocess.CompletedProcess[str]:
+    """`drilldown investigate` of the two weeks with ``option`` (``--metric`` included) set."""
+    args = ["--baseline", WEEK_1, "--comparison", WEEK_2]
+    if option == "--metric":
+        return investigate(events, out, *args, metric=value)
+    return investigate(events, out, *args, option, value)
+
+
 def refused(proc: subprocess.CompletedProcess[str], out: Path) -> str:
     """The one-line error of a refused run, after checking that nothing was written."""
     assert proc.returncode == 2, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
@@ -140,12 +150,7 @@ def test_a_sql_quoted_filter_value_means_the_value(events, tmp_path, quoted):
 )
 def test_a_misspelled_column_is_refused_naming_the_closest(events, tmp_path, option, value, field):
     out = tmp_path / "out"
-    args = ["--baseline", WEEK_1, "--comparison", WEEK_2]
-    if option == "--metric":
-        proc = investigate(events, out, *args, metric=value)
-    else:
-        proc = investigate(events, out, *args, option, value)
-    line = refused(proc, out)
+    line = refused(with_option(events, out, option, value), out)
     closest = {"metric": "revenue", "filters.column": "platform", "dimensions": "country"}
     assert f"closest: '{closest.get(field, 'date')}'" in line, line
     assert "valid: date, platform, country, sessions" in line, line
@@ -159,3 +164,23 @@ def test_a_ratio_with_a_zero_baseline_denominator_is_refused(events, tmp_path):
     )  # fmt: skip
     line = refused(proc, out)
     assert "has no baseline value" in line and "sum(refunds) is 0" in line, line
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "says"),
+    [
+        ("--metric", "sum(revenue); drop table events", "at character 13"),
+        ("--metric", "no_such_metric", "unknown metric 'no_such_metric'"),
+        ("--filter", "platform ios", "expected an operator"),
+        ("--grain", "week", "grain"),
+    ],
+)
+def test_a_question_no_data_can_answer_is_refused_before_any_is_loaded(
+    events, tmp_path, option, value, says
+):
+    # the metric's or a filter's syntax, or the grain, is wrong whatever the data holds: the
+    # question is refused before the files are loaded, so --out is not even made
+    out = tmp_path / "out"
+    line = refused(with_option(events, out, option, value), out)
+    assert says in line, line
+    assert not out.exists(), sorted(p.name for p in out.rglob("*"))
