@@ -332,6 +332,14 @@ def ratio_leaves(
     unit = float((leaf["qnb"] + leaf["qnc"]).sum()) / total if total > 0 else 1.0
     poisson = poisson * max(unit, 1e-300)
     single = (leaf["rowsb"] <= 1) & (leaf["rowsc"] <= 1) if "rowsb" in leaf else P <= 0
+    # a leaf's own rows measure its spread badly when it expects few counts: rows without a
+    # purchase add (rate x sessions)^2, not the rate x sessions a count's noise is. So a leaf's
+    # spread is never below what leaves spread per unit they expect, pooled, at its own
+    # expected size
+    expected = rp * (dc + scale**2 * db)
+    rows_ok = ~single & (P > 0) & (expected > 0)
+    per_unit = float(P[rows_ok].sum()) / float(expected[rows_ok].sum()) if rows_ok.any() else 0.0
+    P = np.where(single, P, np.maximum(P, per_unit * expected))
     P = _floor(np.where(single | (P <= 1e-9 * poisson), poisson, P))
     r = nc - f * _typical_factor(nc, f)
     V = None
