@@ -269,19 +269,12 @@ def _day_dispersion(
 
 
 def _event_rows(leaf: dict[str, np.ndarray]) -> bool:
-    """The leaves hold event rows: a leaf holds several rows a day (or, without days, a period)
-    more often than pre-aggregated data's one. Their noise is never below the rows' own (a
-    dispersion of 1): measured across leaves instead, a size bin of sparse leaves (two events
-    each, most split one and one) reads as nearly noiseless, and the few split two and none
-    pass for causes."""
-    if "rowsb" not in leaf:
-        return False
+    """The leaves hold event rows: a leaf holds several rows a day more often than
+    pre-aggregated data's one. Their noise is never below the rows' own (a dispersion of 1).
+    Without days the rows of a period cannot tell events from a pre-aggregated table's daily
+    rows asked by month, whose noise is far below their rows' squares."""
     rows = float((leaf["rowsb"] + leaf["rowsc"]).sum())
-    if "cellsb" in leaf:
-        cells = float((leaf["cellsb"] + leaf["cellsc"]).sum())  # leaf-days with rows
-    else:
-        cells = float((leaf["rowsb"] > 0).sum() + (leaf["rowsc"] > 0).sum())
-    return rows > 1.05 * cells
+    return rows > 1.05 * float((leaf["cellsb"] + leaf["cellsc"]).sum())  # days of several rows
 
 
 def additive_leaves(leaf: dict[str, np.ndarray], days: tuple[float, float] | None = None) -> Leaves:
@@ -304,8 +297,6 @@ def additive_leaves(leaf: dict[str, np.ndarray], days: tuple[float, float] | Non
     phi = _dispersion(r, P, b + c)
     if V is not None:
         phi = _day_dispersion(V, P, leaf, b + c, phi)
-    elif _event_rows(leaf):
-        phi = np.maximum(phi, 1.0)
     return Leaves(
         f=b.copy(), v=c.copy(), P=P, g=overall - 1.0, phi=phi, tail=_tail(r, P, phi), Pb=Pb
     )
@@ -373,8 +364,6 @@ def ratio_leaves(
     phi = _dispersion(r, P, f + nc)
     if V is not None:
         phi = _day_dispersion(V, P, leaf, f + nc, phi)
-    elif _event_rows(leaf):
-        phi = np.maximum(phi, 1.0)
     return Leaves(f=f, v=nc.copy(), P=P, g=g, phi=phi, tail=_tail(r, P, phi))
 
 
