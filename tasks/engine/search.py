@@ -261,20 +261,15 @@ def _day_dispersion(
         sel = ok & (bins == k)
         if sel.any():
             out[bins == k] = max(float(V[sel].sum()) / max(float(P[sel].sum()), 1e-300), 1e-12)
+    rows = float((leaf["rowsb"] + leaf["rowsc"]).sum())
+    events = rows > 1.05 * float((leaf["cellsb"] + leaf["cellsc"]).sum())  # days of several rows
     # each view can be inflated by something that is not noise: the spread across leaves by the
     # leaves a cause moved, the spread within them by a day the data got wrong (loaded twice,
-    # half missing); the noise is no larger than the smaller of the two
+    # half missing); the noise is no larger than the smaller of the two. Only days tell event
+    # rows apart: without them, a period's rows may be a pre-aggregated table's daily totals
+    # asked by month, whose noise is far below their rows' squares, so there is no floor there
     out = np.minimum(out, across)
-    return np.maximum(out, 1.0) if _event_rows(leaf) else out
-
-
-def _event_rows(leaf: dict[str, np.ndarray]) -> bool:
-    """The leaves hold event rows: a leaf holds several rows a day more often than
-    pre-aggregated data's one. Their noise is never below the rows' own (a dispersion of 1).
-    Without days the rows of a period cannot tell events from a pre-aggregated table's daily
-    rows asked by month, whose noise is far below their rows' squares."""
-    rows = float((leaf["rowsb"] + leaf["rowsc"]).sum())
-    return rows > 1.05 * float((leaf["cellsb"] + leaf["cellsc"]).sum())  # days of several rows
+    return np.maximum(out, 1.0) if events else out
 
 
 def additive_leaves(leaf: dict[str, np.ndarray], days: tuple[float, float] | None = None) -> Leaves:

@@ -35,21 +35,24 @@ def _noise_events(path, rng: np.random.Generator, sizes: tuple[int, ...], rate: 
     path.write_text("\n".join(lines) + "\n")
 
 
+def _analyze(csv, **question):
+    """Load ``csv`` into a DuckDB file beside it and analyze ``question`` on its table."""
+    db = csv.with_suffix(".duckdb")
+    load_files([csv], db, LoadOptions())
+    with ToolContext(db) as ctx:
+        return analyze(ctx, build_question(ctx.schema, table=csv.stem, **question))
+
+
 def _segment_p(tmp_path, name: str, seed: int, sizes: tuple[int, ...], rate: float):
     csv = tmp_path / f"{name}.csv"
     _noise_events(csv, np.random.default_rng(seed), sizes, rate)
-    db = tmp_path / f"{name}.duckdb"
-    load_files([csv], db, LoadOptions())
-    with ToolContext(db) as ctx:
-        q = build_question(
-            ctx.schema,
-            metric="sum(amount)",
-            table=name,
-            time_column="date",
-            baseline="2024-03-18:2024-03-24",
-            comparison="2024-03-25:2024-03-31",
-        )
-        a = analyze(ctx, q)
+    a = _analyze(
+        csv,
+        metric="sum(amount)",
+        time_column="date",
+        baseline="2024-03-18:2024-03-24",
+        comparison="2024-03-25:2024-03-31",
+    )
     return a.found.p[1:], a.explanation
 
 
@@ -164,18 +167,9 @@ def _sparse_label_events(path, seed: int, planted: float = 1.0) -> None:
 def _label_answer(tmp_path, seed: int, metric: str, planted: float = 1.0):
     csv = tmp_path / "ev.csv"
     _sparse_label_events(csv, seed, planted)
-    db = tmp_path / "ev.duckdb"
-    load_files([csv], db, LoadOptions())
-    with ToolContext(db) as ctx:
-        q = build_question(
-            ctx.schema,
-            metric=metric,
-            table="ev",
-            period_column="period",
-            baseline="2024-Q1",
-            comparison="2024-Q2",
-        )
-        return analyze(ctx, q).explanation
+    return _analyze(
+        csv, metric=metric, period_column="period", baseline="2024-Q1", comparison="2024-Q2"
+    ).explanation
 
 
 @pytest.mark.xfail(
@@ -214,17 +208,12 @@ def test_daily_pre_aggregated_rows_asked_by_month_name_their_cause(tmp_path) -> 
             lines += [f"{month},{day},r{i},p{j},{x[i, j]:.2f}" for i in range(8) for j in range(12)]
     csv = tmp_path / "pa.csv"
     csv.write_text("\n".join(lines) + "\n")
-    db = tmp_path / "pa.duckdb"
-    load_files([csv], db, LoadOptions())
-    with ToolContext(db) as ctx:
-        q = build_question(
-            ctx.schema,
-            metric="sum(revenue)",
-            table="pa",
-            period_column="month",
-            baseline="2024-01",
-            comparison="2024-02",
-            dimensions=["region", "product"],
-        )
-        ex = analyze(ctx, q).explanation
+    ex = _analyze(
+        csv,
+        metric="sum(revenue)",
+        period_column="month",
+        baseline="2024-01",
+        comparison="2024-02",
+        dimensions=["region", "product"],
+    ).explanation
     assert [c.segment for c in ex.root_causes] == [{"region": "r1"}]
