@@ -80,39 +80,28 @@ def investigation(
     offline = req.offline or (client is None and not os.environ.get("ANTHROPIC_API_KEY"))
     source = _source_name(req.source)
     check_question_text(req.question())  # a question no data can answer loads nothing
-    db, tables = _load(req.data, req.db, req.out)
-    run = Run(
-        db, req.question(), source=source, progress=progress, client=client, config=config,
-        tables=tables,
-    )  # fmt: skip
-    with run:
-        if is_postgres_url(db):
-            _say(f"postgres  {run.db}: {', '.join(run.ctx.schema.table_names)}")
-        passes = run.ctx.passes
-        with passes.during("engine"):
-            explanation = _call(steps.decompose, run)
-        history = _call(steps.recall_history, run, explanation) if req.remember else None
-        if history and history.get("warning"):
-            _say(f"warning: {history['warning']}")
-        elif history and history["similar"]:
-            _say(f"{len(history['similar'])} similar past investigation(s) found")
-        with passes.during("hypotheses"):
-            planned = _call(steps.hypothesize, run, offline, req.model, history)
-            _say(f"investigating {len(planned['planned'])} hypotheses ({_who(run, planned, req)})")
-            runs = _map_hypotheses(run, planned["planned"], offline, req.model)
-        result = _assemble(run, explanation, planned, runs, history, req.model)
-        with passes.during("verify"):
-            result["findings"] = _call(steps.verify_findings, run, result["findings"])
-        entries = [e for r in runs for e in r["entries"]]
-        _note_masked(result, entries)
-        # the passes until now: the report's charts read the source after (see docs/method.md)
-        result["stats"]["passes"] = passes.stats()
-        with passes.during("report"):
-            written = _call(steps.write_report, run, req.out, result, entries)
-        _artifacts(written["artifact_md"], result)
-        saved = None
-        if req.remember:  # raises when the save does not land: the report stays written
-            saved = _call(steps.remember, run, result, entries, written["report_md"])
+    made = _not_there_yet(req)
+    written: dict[str, Any] | None = None
+    try:
+        db, tables = _load(req.data, req.db, req.out)
+        run = Run(
+            db, req.question(), source=source, progress=progress, client=client, config=config,
+            tables=tables,
+        )  # fmt: skip
+        with run:
+            passes = run.ctx.passes
+            result, entries = _investigate(run, db, req, offline)
+            with passes.during("report"):
+                written = _call(steps.write_report, run, req.out, result, entries)
+            _artifacts(written["artifact_md"], result)
+            saved = None
+            if req.remember:  # raises when the save does not land: the report stays written
+                saved = _call(steps.remember, run, result, entries, written["report_md"])
+    except BaseException:
+        if written is None:  # refused or failed before its report: it leaves nothing behind
+            _remove(made)
+        raise
+    assert written is not None
     return {
         "out": req.out,
         "db": run.db if is_postgres_url(db) else db,  # a URL without its password
@@ -123,6 +112,64 @@ def investigation(
         "paths": written["paths"],
         "passes": passes.stats(),  # every step's, the report's too
     }
+
+
+def _investigate(
+    run: Run, db: str, req: Request, offline: bool
+) -> tuple[dict[str, Any], list[Any]]:
+    """The steps from the engine to the verified findings: the assembled result, and the
+    entries of every hypothesis's tool calls."""
+    if is_postgres_url(db):
+        _say(f"postgres  {run.db}: {', '.join(run.ctx.schema.table_names)}")
+    passes = run.ctx.passes
+    with passes.during("engine"):
+        explanation = _call(steps.decompose, run)
+    history = _call(steps.recall_history, run, explanation) if req.remember else None
+    if history and history.get("warning"):
+        _say(f"warning: {history['warning']}")
+    elif history and history["similar"]:
+        _say(f"{len(history['similar'])} similar past investigation(s) found")
+    with passes.during("hypotheses"):
+        planned = _call(steps.hypothesize, run, offline, req.model, history)
+        _say(f"investigating {len(planned['planned'])} hypotheses ({_who(run, planned, req)})")
+        runs = _map_hypotheses(run, planned["planned"], offline, req.model)
+    result = _assemble(run, explanation, planned, runs, history, req.model)
+    with passes.during("verify"):
+        result["findings"] = _call(steps.verify_findings, run, result["findings"])
+    entries = [e for r in runs for e in r["entries"]]
+    _note_masked(result, entries)
+    # the passes until now: the report's charts read the source after (see docs/method.md)
+    result["stats"]["passes"] = passes.stats()
+    return result, entries
+
+
+def _not_there_yet(req: Request) -> list[Path]:
+    """The paths an investigation of local files may create that do not exist yet: its
+    ``out`` folder, or in an existing one the database it loads into, its uploads, and the
+    database's write-ahead log."""
+    if any(is_postgres_url(d) for d in req.data):
+        return []
+    out = Path(req.out)
+    if not out.exists():
+        return [out]
+    target = Path(req.db) if req.db else out / "data.duckdb"
+    paths = [target, target.with_name(target.name + ".wal"), out / "uploads"]
+    return [p for p in paths if not p.exists() and not p.is_symlink()]
+
+
+def _remove(paths: list[Path]) -> None:
+    """Remove what a failed investigation created (best effort: a path it cannot remove is
+    left, and the failure's own error is the one reported)."""
+    import shutil
+
+    for p in paths:
+        try:
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p)
+            elif p.exists() or p.is_symlink():
+                p.unlink()
+        except OSError:
+            pass
 
 
 def _call(step: Callable[..., Any], *args: Any) -> Any:

@@ -184,3 +184,30 @@ def test_a_question_no_data_can_answer_is_refused_before_any_is_loaded(
     line = refused(with_option(events, out, option, value), out)
     assert says in line, line
     assert not out.exists(), sorted(p.name for p in out.rglob("*"))
+
+
+def test_a_question_refused_once_the_data_is_loaded_leaves_nothing_behind(events, tmp_path):
+    # a text column summed is known to be wrong only once the files are loaded: the refusal
+    # takes back what the run made (its --out folder, with the loaded database in it)
+    out = tmp_path / "out"
+    line = refused(with_option(events, out, "--metric", "sum(platform)"), out)
+    assert "sum needs a numeric column" in line and "'platform' is text" in line, line
+    assert not out.exists(), sorted(p.name for p in out.rglob("*"))
+
+
+def test_a_refusal_in_a_folder_of_earlier_work_keeps_that_work(events, tmp_path):
+    # in a folder that already exists, only what this run made goes: an earlier report stays
+    # as it was, and a database it did not find there is not left behind
+    kept, fresh = tmp_path / "kept", tmp_path / "fresh"
+    args = ["--baseline", WEEK_1, "--comparison", WEEK_2]
+    assert investigate(events, kept, *args).returncode == 0
+    before = {p.name: p.read_bytes() for p in kept.iterdir() if p.suffix in (".md", ".json")}
+    assert {"report.md", "result.json"} <= set(before)
+    proc = with_option(events, kept, "--metric", "sum(platform)")
+    assert proc.returncode == 2, proc.stderr
+    after = {p.name: p.read_bytes() for p in kept.iterdir() if p.suffix in (".md", ".json")}
+    assert after == before
+    assert (kept / "data.duckdb").exists(), "the earlier investigation's database was removed"
+    fresh.mkdir()
+    refused(with_option(events, fresh, "--metric", "sum(platform)"), fresh)
+    assert sorted(p.name for p in fresh.iterdir()) == []
