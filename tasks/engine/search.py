@@ -386,13 +386,22 @@ class Groups:
     """For each segment: which leaves it holds (as a group id within its cuboid).
 
     A cuboid's groups are keyed by one integer (the codes of its columns in mixed radix), so
-    grouping costs one pass over the leaves per cuboid, not a sort of multi-column rows.
+    grouping costs one pass over the leaves per cuboid, not a sort of multi-column rows. The
+    same membership, as a sparse segments-by-leaves matrix, sums a leaf array over every
+    segment in one product (:meth:`sums`, called a hundred times and more a search).
     """
 
     def __init__(self, cube: Cube) -> None:
-        n_leaves = len(cube.leaf_codes)
+        n_leaves = self.n_leaves = len(cube.leaf_codes)
+        self._matrix: Any = None  # :attr:`matrix`, built when first used
         radix = np.array([max(len(v), 1) for v in cube.values], dtype=np.int64)
-        masks, inverse = np.unique(cube.seg_mask, axis=0, return_inverse=True)
+        n_cols = cube.seg_mask.shape[1]
+        if n_cols <= 62:  # each segment's columns as one integer: a unique of integers, not rows
+            bit = np.int64(1) << np.arange(n_cols, dtype=np.int64)
+            keys, inverse = np.unique(cube.seg_mask.astype(np.int64) @ bit, return_inverse=True)
+            masks = (keys[:, None] & bit) > 0
+        else:
+            masks, inverse = np.unique(cube.seg_mask, axis=0, return_inverse=True)
         self.cuboids: list[tuple[np.ndarray, np.ndarray, int]] = []  # (segment ids, leaf gid, n)
         self.seg_gid = np.zeros(len(cube.seg_mask), dtype=np.int64)
         self.seg_cuboid = inverse.reshape(-1)
@@ -419,14 +428,37 @@ class Groups:
                 self.cuboids.append((seg_ids, leaf_gid.reshape(-1), len(uniq)))
 
     def sums(self, x: np.ndarray, n_segments: int, where: np.ndarray | None = None) -> np.ndarray:
-        """Per-segment sum of a leaf array (over the leaves ``where`` only, if given)."""
-        out = np.zeros(n_segments)
-        for seg_ids, leaf_gid, n in self.cuboids:
-            gid, w = (leaf_gid, x) if where is None else (leaf_gid[where], x[where])
-            sums = np.bincount(gid, weights=w, minlength=n)
-            got = self.seg_gid[seg_ids]
-            out[seg_ids] = np.where(got >= 0, sums[np.maximum(got, 0)], 0.0)
-        return out
+        """Per-segment sum of a leaf array (over the leaves ``where`` only, if given: a mask or
+        the leaves' indices)."""
+        if where is not None:
+            kept = np.zeros(len(x))
+            kept[where] = x[where]
+            x = kept
+        if n_segments != len(self.seg_gid):
+            raise ValueError(f"{len(self.seg_gid)} segments, asked for {n_segments}")
+        return np.asarray(self.matrix @ np.asarray(x, dtype=np.float64))
+
+    @property
+    def matrix(self) -> Any:
+        """Segments by leaves, 1 where a segment holds a leaf (sparse, by leaf): a segment's
+        sum of a leaf array is one product, every cuboid at once."""
+        if self._matrix is None:
+            from scipy import sparse
+
+            # per leaf (a row) and cuboid (a column), the segment holding it, -1 for none
+            seg = np.empty((self.n_leaves, len(self.cuboids)), dtype=np.int64)
+            for k, (seg_ids, leaf_gid, n) in enumerate(self.cuboids):
+                seg_of = np.full(n, -1, dtype=np.int64)
+                gid = self.seg_gid[seg_ids]
+                seg_of[gid[gid >= 0]] = seg_ids[gid >= 0]
+                seg[:, k] = seg_of[leaf_gid]
+            held = seg >= 0
+            indptr = np.concatenate([[0], np.cumsum(held.sum(axis=1))])
+            shape = (len(self.seg_gid), self.n_leaves)
+            self._matrix = sparse.csc_matrix(
+                (np.ones(int(indptr[-1])), seg[held], indptr), shape=shape
+            )
+        return self._matrix
 
 
 def _mixed_radix(codes: np.ndarray, radix: np.ndarray) -> np.ndarray:
@@ -718,7 +750,7 @@ def _conditional_variance(
             for a in margins
         ]
     )
-    sol = np.linalg.lstsq(A, C, rcond=None)[0]
+    sol = np.linalg.pinv(A) @ C  # the least-squares solution; A is the picks' few by few
     V = PS - np.einsum("js,js->s", C, sol)
     return np.maximum(V, 1e-3 * np.maximum(PS, 1e-300))
 

@@ -336,15 +336,19 @@ def _drivers(
     c = contrib["contribution"][idx] * direction
     depth = cube.seg_mask[idx].sum(axis=1)
     order = np.lexsort((depth, -np.abs(c)))
-    with_, against = [], []
+    with_: list[Segment] = []
+    against: list[Segment] = []
     for j in order:
+        side = with_ if c[j] > 0 else against
+        if len(side) >= MAX_DRIVERS:
+            continue  # that side is full: only the other's segments are still made
         i = int(idx[j])
         seg = _segment(cube, contrib, i, _adjusted(float(found.p[i]), found))
         seg.explained_by_root_causes = _follows_from_causes(found, i)
-        (with_ if c[j] > 0 else against).append(seg)
+        side.append(seg)
         if len(with_) >= MAX_DRIVERS and len(against) >= MAX_DRIVERS:
             break
-    return with_[:MAX_DRIVERS], against[:MAX_DRIVERS]
+    return with_, against
 
 
 def _follows_from_causes(found: Search, i: int) -> bool:

@@ -119,19 +119,30 @@ def test_the_fewest_covers_are_found_where_growing_them_needs_more():
 
 
 def test_segment_sums_over_leaves_match_a_direct_count(scenario_db):
-    """The integer-keyed grouping gives every segment exactly the sum of its own leaves."""
+    """The integer-keyed grouping gives every segment exactly the sum of its own leaves, over
+    all the leaves or over some (a mask or the leaves' indices)."""
     db, exp = scenario_db("two_causes")
     with ToolContext(db) as ctx:
         q = _question(ctx, exp, "platform,device,country,users.plan")
         cube = cube_mod.build_cube(ctx, q, list(q.dimensions))
     groups = Groups(cube)
-    sums = groups.sums(cube.leaf["nc"], len(cube.seg_mask))
+    n_seg = len(cube.seg_mask)
+    x = cube.leaf["nc"]
+    sums = groups.sums(x, n_seg)
     # the query's own per-segment sums agree with summing leaves in numpy
     assert np.allclose(sums, cube.seg["nc"])
-    for i in np.random.default_rng(1).choice(len(cube.seg_mask), 40, replace=False):
+    rng = np.random.default_rng(1)
+    some = rng.random(len(x)) < 0.4
+    on_mask, on_index = groups.sums(x, n_seg, where=some), groups.sums(x, n_seg, some.nonzero()[0])
+    for i in rng.choice(n_seg, 40, replace=False):
         cols = np.flatnonzero(cube.seg_mask[i])
         inside = (cube.leaf_codes[:, cols] == cube.seg_codes[i, cols]).all(axis=1)
-        assert sums[i] == pytest.approx(cube.leaf["nc"][inside].sum())
+        assert sums[i] == pytest.approx(x[inside].sum())
+        assert on_mask[i] == pytest.approx(x[inside & some].sum())
+        assert on_index[i] == on_mask[i]
+        # its cuboid is the segment's own columns
+        seg_ids = groups.cuboids[groups.seg_cuboid[i]][0]
+        assert (cube.seg_mask[seg_ids] == cube.seg_mask[i]).all()
 
 
 def test_explain_change_is_a_tool_with_the_same_answer_as_the_library(scenario_db):
