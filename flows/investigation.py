@@ -145,15 +145,13 @@ def _investigate(
 
 def _not_there_yet(req: Request) -> list[Path]:
     """The paths an investigation of local files may create that do not exist yet: its
-    ``out`` folder, or in an existing one the database it loads into, its uploads, and the
-    database's write-ahead log."""
+    ``out`` folder, the database it loads into (in ``out`` or wherever ``--db`` puts it) and
+    that database's write-ahead log, and its uploads."""
     if any(is_postgres_url(d) for d in req.data):
         return []
     out = Path(req.out)
-    if not out.exists():
-        return [out]
     target = Path(req.db) if req.db else out / "data.duckdb"
-    paths = [target, target.with_name(target.name + ".wal"), out / "uploads"]
+    paths = [out, target, target.with_name(target.name + ".wal"), out / "uploads"]
     return [p for p in paths if not p.exists() and not p.is_symlink()]
 
 

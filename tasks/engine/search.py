@@ -56,6 +56,9 @@ from tasks.engine.distributions import chi2_isf, norm_isf
 
 CHI2_MEDIAN = 0.454936423119572
 MAX_CAUSES = 12
+MATRIX_ENTRIES = 20_000_000
+"""Most leaf-in-segment entries (leaves x cuboids) the segments-by-leaves matrix holds (about
+12 bytes each); beyond it, segment sums are one pass over the leaves per cuboid."""
 # a pick moves up to its parent when the parent's other part moved the same way, beyond the
 # noise, by at least this share of the pick's own log factor
 CLIMB_SHARE = 0.3
@@ -436,7 +439,15 @@ class Groups:
             x = kept
         if n_segments != len(self.seg_gid):
             raise ValueError(f"{len(self.seg_gid)} segments, asked for {n_segments}")
-        return np.asarray(self.matrix @ np.asarray(x, dtype=np.float64))
+        x = np.asarray(x, dtype=np.float64)
+        if self.n_leaves * len(self.cuboids) <= MATRIX_ENTRIES:
+            return np.asarray(self.matrix @ x)
+        out = np.zeros(n_segments)  # one pass over the leaves per cuboid, in bounded memory
+        for seg_ids, leaf_gid, n in self.cuboids:
+            sums = np.bincount(leaf_gid, weights=x, minlength=n)
+            got = self.seg_gid[seg_ids]
+            out[seg_ids] = np.where(got >= 0, sums[np.maximum(got, 0)], 0.0)
+        return out
 
     @property
     def matrix(self) -> Any:
@@ -446,9 +457,9 @@ class Groups:
             from scipy import sparse
 
             # per leaf (a row) and cuboid (a column), the segment holding it, -1 for none
-            seg = np.empty((self.n_leaves, len(self.cuboids)), dtype=np.int64)
+            seg = np.empty((self.n_leaves, len(self.cuboids)), dtype=np.int32)
             for k, (seg_ids, leaf_gid, n) in enumerate(self.cuboids):
-                seg_of = np.full(n, -1, dtype=np.int64)
+                seg_of = np.full(n, -1, dtype=np.int32)
                 gid = self.seg_gid[seg_ids]
                 seg_of[gid[gid >= 0]] = seg_ids[gid >= 0]
                 seg[:, k] = seg_of[leaf_gid]

@@ -193,6 +193,12 @@ def test_a_question_refused_once_the_data_is_loaded_leaves_nothing_behind(events
     line = refused(with_option(events, out, "--metric", "sum(platform)"), out)
     assert "sum needs a numeric column" in line and "'platform' is text" in line, line
     assert not out.exists(), sorted(p.name for p in out.rglob("*"))
+    # a database asked for elsewhere (--db) goes too, when this run made it
+    db = tmp_path / "elsewhere" / "loaded.duckdb"
+    db.parent.mkdir()
+    args = ["--baseline", WEEK_1, "--comparison", WEEK_2, "--db", str(db)]
+    refused(investigate(events, out, *args, metric="sum(platform)"), out)
+    assert not out.exists() and sorted(db.parent.iterdir()) == []
 
 
 def test_a_refusal_in_a_folder_of_earlier_work_keeps_that_work(events, tmp_path):

@@ -17,6 +17,7 @@ import pytest
 from sql_tools import ToolContext
 from tasks.engine import cube as cube_mod
 from tasks.engine import screen as screen_mod
+from tasks.engine import search as search_mod
 from tasks.engine.explain import explain_change
 from tasks.engine.parse import build_question
 from tasks.engine.search import Groups
@@ -118,9 +119,13 @@ def test_the_fewest_covers_are_found_where_growing_them_needs_more():
     assert all(any(set(pair) <= set(c) for c in cov) for pair in combinations(range(8), 2))
 
 
-def test_segment_sums_over_leaves_match_a_direct_count(scenario_db):
+@pytest.mark.parametrize("by", ["matrix", "cuboid"])
+def test_segment_sums_over_leaves_match_a_direct_count(scenario_db, monkeypatch, by):
     """The integer-keyed grouping gives every segment exactly the sum of its own leaves, over
-    all the leaves or over some (a mask or the leaves' indices)."""
+    all the leaves or over some (a mask or the leaves' indices): as one sparse product, and
+    cuboid by cuboid where the matrix would be too large."""
+    if by == "cuboid":
+        monkeypatch.setattr(search_mod, "MATRIX_ENTRIES", 0)
     db, exp = scenario_db("two_causes")
     with ToolContext(db) as ctx:
         q = _question(ctx, exp, "platform,device,country,users.plan")
