@@ -38,6 +38,7 @@ from tasks.engine.search import (
     additive_leaves,
     ratio_leaves,
     search_stories,
+    told_by_a_column,
 )
 from tasks.engine.segments import (
     _adjusted,
@@ -284,6 +285,17 @@ def _explained(
         causes = _with_mix(cube, q, contrib, causes, eligible, totals, days)
     delta = totals["comparison"] - totals["baseline"] if _finite(totals) else None
     global_shift = _global_shift(cube, found, kind, delta, change.significant)
+    if global_shift is not None and not causes and not found.picks:
+        # no segment stood out, and the change is told as an even move of everything: a claim
+        # about every column, tested as for an even shift the search took
+        told = told_by_a_column(cube, leaves, found, {"eligible": eligible, **style})
+        if told is not found:
+            found, global_shift = told, None
+            causes = [
+                _segment(cube, contrib, p.seg, _adjusted(p.p_value, found, p.p_adjusted))
+                for p in found.picks
+                if p.seg != 0
+            ]
     if not change.significant:
         notes.append("the change is within the noise; no root causes are named")
         causes = []

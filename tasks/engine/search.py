@@ -45,7 +45,7 @@ single noisy cells through).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -934,6 +934,29 @@ def _told_stories(cube: Cube, leaves: Leaves, kw: dict[str, Any]) -> Search:
         by_column = _one_column_told(cube, leaves, passed, kw)
         if by_column is not passed and story_score(by_column) > story_score(chosen):
             return _parts_told(cube, leaves, by_column, kw)
+    return _parts_told(cube, leaves, told, kw)
+
+
+def told_by_a_column(cube: Cube, leaves: Leaves, found: Search, kw: dict[str, Any]) -> Search:
+    """A story without picks, whose change is told as an even move of everything, told instead
+    by the values of a column that refutes that move (:func:`_one_column_told`, for an even
+    shift the search took); ``found`` itself when no column does."""
+    if found.picks or found.groups is None:
+        return found
+    expected, observed = float(leaves.f.sum()), float(leaves.v.sum())
+    even = Pick(
+        seg=0,
+        z=float(found.z[0]),
+        p_value=float(found.p[0]),
+        gain=0.0,
+        factor=observed / expected if expected > 0 else math.inf,
+        expected=expected,
+        observed=observed,
+        deviance=float(found.z[0]) ** 2,
+    )
+    told = _one_column_told(cube, leaves, replace(found, picks=[even]), kw)
+    if not told.picks or told.picks[0].seg == 0:
+        return found
     return _parts_told(cube, leaves, told, kw)
 
 

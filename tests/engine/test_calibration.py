@@ -121,6 +121,20 @@ def test_a_mix_shift_is_not_hidden_by_a_sparse_cell_inside_it(seed: int, tmp_pat
     assert len(got.causes) == 1, got.text()
 
 
+def test_an_even_shift_told_where_no_segment_stood_out_is_refuted_by_a_column(tmp_path) -> None:
+    # k_of_n report draw 100038: the tablets rose, under the bound among every segment searched,
+    # and the days call the change significant. With no segment named the change was told as
+    # an even move of everything, a claim the device column refutes (its values moved unlike
+    # each other), as it does for an even shift the search takes: the tablets are named
+    from benchmarks.families import draw
+    from tests.support.invariants import ask, missed
+
+    d = draw("k_of_n", 100038)
+    got = ask(d, "same", tmp_path)
+    assert missed(d, got) == [] and len(got.causes) == 1, got.text()
+    assert not got.global_shift and got.significant, got.text()
+
+
 def test_a_sparse_ratio_cell_has_at_least_the_noise_of_its_expected_count() -> None:
     # conversion on event rows: a cell whose 14 baseline rows (22 sessions) held no purchase
     # and whose 22 comparison rows (77 sessions) hold 4, about 0.9 and 3.1 expected at its
