@@ -273,14 +273,11 @@ def _explained(
     # Ratios of counts on real data carry heavy-tailed per-segment noise: there the search ranks
     # by explanatory power and asks each cause to carry a fifth of what is left unexplained.
     style = RATIO_SEARCH if kind == "ratio" else ADDITIVE_SEARCH
-    found = search_stories(cube, leaves, eligible=eligible, alpha=sig.ALPHA, **style)
+    kw = {"eligible": eligible, "alpha": sig.ALPHA, **style}
+    found = search_stories(cube, leaves, **kw)
     change = _localized(change, found, eligible)
     contrib = _contributions(cube, kind)
-    causes = [
-        _segment(cube, contrib, p.seg, _adjusted(p.p_value, found, p.p_adjusted))
-        for p in found.picks
-        if p.seg != 0
-    ]
+    causes = _picked(cube, contrib, found)
     if kind == "ratio":
         causes = _with_mix(cube, q, contrib, causes, eligible, totals, days)
     delta = totals["comparison"] - totals["baseline"] if _finite(totals) else None
@@ -288,14 +285,10 @@ def _explained(
     if global_shift is not None and not causes and not found.picks:
         # no segment stood out, and the change is told as an even move of everything: a claim
         # about every column, tested as for an even shift the search took
-        told = told_by_a_column(cube, leaves, found, {"eligible": eligible, **style})
+        told = told_by_a_column(cube, leaves, found, kw)
         if told is not found:
             found, global_shift = told, None
-            causes = [
-                _segment(cube, contrib, p.seg, _adjusted(p.p_value, found, p.p_adjusted))
-                for p in found.picks
-                if p.seg != 0
-            ]
+            causes = _picked(cube, contrib, found)
     if not change.significant:
         notes.append("the change is within the noise; no root causes are named")
         causes = []
@@ -595,6 +588,15 @@ def _daily_values(q: Question, s: dict[str, Any]) -> np.ndarray:
         ok = d > 0
         return n[ok] / d[ok]
     return n
+
+
+def _picked(cube: Cube, contrib: dict[str, np.ndarray], found: Search) -> list[Segment]:
+    """The search's picks as root causes (the even shift, when picked, is not one)."""
+    return [
+        _segment(cube, contrib, p.seg, _adjusted(p.p_value, found, p.p_adjusted))
+        for p in found.picks
+        if p.seg != 0
+    ]
 
 
 def _eligible(cube: Cube, min_support: float) -> np.ndarray:
