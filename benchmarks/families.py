@@ -1324,7 +1324,49 @@ def engine_answer(ex: Any) -> dict[str, Any]:
         "p_value": _f(ex.change.p_value, 8),
         "relative_change": _f(ex.change.relative),
         "explained_share": _f(ex.explained_share),
+        # the segments significant against "nothing changed", and whether the named causes
+        # account for each: what a missed cause's evidence was (:func:`missed_evidence`)
+        "drivers": [
+            {
+                "segment": {k: value_text(v) for k, v in d.segment.items()},
+                "explained_by_root_causes": d.explained_by_root_causes,
+            }
+            for d in [*ex.drivers, *ex.offsetting]
+        ],
     }
+
+
+MISS_KINDS = ("under the bound", "explained by the story", "left out")
+
+
+def missed_evidence(
+    planted: dict[str, Any], got: dict[str, Any], base_table: str, base_columns: Sequence[str]
+) -> list[str]:
+    """For each planted cause the engine did not name, what the engine's own answer says of its
+    evidence: "under the bound" (not significant even against "nothing changed": more noise
+    than the search may call a cause among every segment searched), "explained by the story"
+    (significant alone, within the noise once the named causes are fitted), or "left out"
+    (beyond the bound with the named causes fitted: the story passed over a segment its own
+    test supports)."""
+    names = [
+        {segment_key(s, base_table, base_columns) for s in [rc["segment"], *rc.get("aliases", [])]}
+        for rc in got["root_causes"]
+    ]
+    want = [segment_key(c["segment"], base_table, base_columns) for c in planted["root_causes"]]
+    found = _matching(want, names)
+    drivers = {
+        segment_key(d["segment"], base_table, base_columns): d["explained_by_root_causes"]
+        for d in got.get("drivers", [])
+    }
+    out = []
+    for i, key in enumerate(want):
+        if i in found:
+            continue
+        if key not in drivers:
+            out.append(MISS_KINDS[0])
+        else:
+            out.append(MISS_KINDS[1] if drivers[key] else MISS_KINDS[2])
+    return out
 
 
 def run_draw(family: str, seed: int, workdir: Path | None = None) -> dict[str, Any]:
@@ -1358,6 +1400,9 @@ def run_draw(family: str, seed: int, workdir: Path | None = None) -> dict[str, A
         stage = "score"
         rec["got"] = engine_answer(ex)
         rec["exact"], rec["reasons"] = score(d.planted, rec["got"], d.base_table, d.base_columns)
+        rec["missed_evidence"] = missed_evidence(
+            d.planted, rec["got"], d.base_table, d.base_columns
+        )
     except Exception as e:  # noqa: BLE001 - a crashing draw is a miss, not a harness failure
         rec["error"] = f"{stage}: {type(e).__name__}: {e}"[:2000]
         rec["traceback"] = traceback.format_exc()[-4000:]
@@ -1465,11 +1510,13 @@ def summarize(records: list[dict[str, Any]], families: Sequence[str]) -> dict[st
         n = len(recs)
         exact = sum(1 for r in recs if r["exact"])
         secs = [r["seconds"] for r in recs if r.get("seconds") is not None]
+        kinds = [k for r in recs for k in r.get("missed_evidence", [])]
         return {
             "draws": n,
             "exact": exact,
             "rate": round(exact / n, 3) if n else None,
             "errors": sum(1 for r in recs if r["error"]),
+            "missed_causes": {k: kinds.count(k) for k in MISS_KINDS},
             "seconds_median": round(statistics.median(secs), 3) if secs else None,
             "seconds_max": round(max(secs), 3) if secs else None,
         }
@@ -1480,13 +1527,18 @@ def summarize(records: list[dict[str, Any]], families: Sequence[str]) -> dict[st
 
 
 def markdown_table(summary: dict[str, Any], families: Sequence[str]) -> str:
-    """family | draws | exact | rate, and the total."""
-    lines = ["| family | draws | exact | rate |", "|---|---|---|---|"]
-    for f in families:
+    """family | draws | exact | rate | the missed causes by their evidence, and the total."""
+    lines = [
+        "| family | draws | exact | rate | missed causes: under the bound / explained by the "
+        "story / left out |",
+        "|---|---|---|---|---|",
+    ]
+    for f in [*families, "all"]:
         s = summary[f]
-        lines.append(f"| {f} | {s['draws']} | {s['exact']} | {_rate(s['rate'])} |")
-    s = summary["all"]
-    lines.append(f"| **total** | {s['draws']} | {s['exact']} | **{_rate(s['rate'])}** |")
+        kinds = " / ".join(str(s.get("missed_causes", {}).get(k, 0)) for k in MISS_KINDS)
+        rate = _rate(s["rate"])
+        name, rate = (f, rate) if f != "all" else ("**total**", f"**{rate}**")
+        lines.append(f"| {name} | {s['draws']} | {s['exact']} | {rate} | {kinds} |")
     return "\n".join(lines)
 
 

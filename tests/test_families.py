@@ -13,7 +13,7 @@ from typing import Any
 import duckdb
 import pytest
 
-from benchmarks.families import FAMILIES, Draw, draw, score
+from benchmarks.families import FAMILIES, Draw, draw, missed_evidence, score
 
 SEEDS = (0, 1, 2)
 METRIC_SQL = {
@@ -396,3 +396,19 @@ def test_score_even_shift_needs_a_shift_and_significance() -> None:
         "change not significant"
     ]
     assert score(planted, answer(), *BASE)[1] == ["no global shift"]
+
+
+def test_a_missed_cause_is_told_by_what_the_answer_says_of_its_evidence() -> None:
+    ok = cause({"users.channel": "email"})
+    ios_us = {"country": "US", "platform": "ios"}
+    # not a driver: under the bound
+    assert missed_evidence(PLANTED, answer(ok), *BASE) == ["under the bound"]
+    # a driver the named causes account for, and one they do not
+    for explained, kind in ((True, "explained by the story"), (False, "left out")):
+        driver = {"segment": ios_us, "explained_by_root_causes": explained}
+        got = {**answer(ok), "drivers": [driver]}
+        assert missed_evidence(PLANTED, got, *BASE) == [kind]
+    # named causes have no entry, whatever the drivers say
+    both = answer(ok, cause({"events.platform": "ios", "country": "US"}, "rate"))
+    assert missed_evidence(PLANTED, {**both, "drivers": []}, *BASE) == []
+    assert missed_evidence(PLANTED, answer(), *BASE) == ["under the bound", "under the bound"]
