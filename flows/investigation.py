@@ -80,6 +80,7 @@ def investigation(
     offline = req.offline or (client is None and not os.environ.get("ANTHROPIC_API_KEY"))
     source = _source_name(req.source)
     check_question_text(req.question())  # a question no data can answer loads nothing
+    _check_out(req.out)
     made = _not_there_yet(req)
     written: dict[str, Any] | None = None
     try:
@@ -141,6 +142,19 @@ def _investigate(
     # the passes until now: the report's charts read the source after (see docs/method.md)
     result["stats"]["passes"] = passes.stats()
     return result, entries
+
+
+def _check_out(out: str) -> None:
+    """``out`` must be a folder, or a path a folder can be made at: a file there, or a file
+    where one of its parent folders would be, is the caller's mistake, refused before anything
+    is loaded."""
+    path = Path(out)
+    for at in (path, *path.parents):
+        if at.exists():
+            if not at.is_dir():
+                where = "" if at == path else f": {at} is a file"
+                raise ToolInputError(f"the output folder {out} is not a folder{where}")
+            return
 
 
 def _not_there_yet(req: Request) -> list[Path]:

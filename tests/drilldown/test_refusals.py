@@ -217,3 +217,18 @@ def test_a_refusal_in_a_folder_of_earlier_work_keeps_that_work(events, tmp_path)
     fresh.mkdir()
     refused(with_option(events, fresh, "--metric", "sum(platform)"), fresh)
     assert sorted(p.name for p in fresh.iterdir()) == []
+
+
+def test_an_output_folder_that_is_a_file_is_refused_and_the_file_kept(events, tmp_path):
+    # --out naming a file, or a path under one, is the caller's mistake: exit 2, the file as it
+    # was, nothing loaded
+    note = tmp_path / "notes.txt"
+    note.write_text("keep me\n", encoding="utf-8")
+    args = ["--baseline", WEEK_1, "--comparison", WEEK_2]
+    for out, says in ((note, "is not a folder"), (note / "run", f"{note} is a file")):
+        proc = investigate(events, out, *args)
+        line = refused(proc, out)
+        assert f"the output folder {out}" in line and says in line, line
+        assert "loaded" not in proc.stderr, proc.stderr
+    assert note.read_text(encoding="utf-8") == "keep me\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
