@@ -54,6 +54,8 @@ ones one to one; a reported cause matches a planted one when its segment or one 
 names it (``users.channel`` and ``channel`` are the same column when the base table has no
 ``channel`` of its own). A global shift must be reported exactly when one was planted, the change
 must be significant for ``even_shift``, and the mix families' cause must have effect ``mix``.
+Each planted cause not named is told by what the engine's answer says of its evidence (under
+the bound, explained by the named causes, or left out by them: :func:`missed_evidence`).
 
 Seeds: ``--range tune`` uses seeds ``0..N-1``, ``--range report`` seeds ``100000..100000+N-1``;
 choices made while looking at the tune range are confirmed on the report range.
