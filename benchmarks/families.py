@@ -1258,12 +1258,7 @@ def score(
 ) -> tuple[bool, list[str]]:
     """``(exact, reasons it is not)`` for a draw's planted answer and the engine's answer."""
     reasons: list[str] = []
-    want = [segment_key(c["segment"], base_table, base_columns) for c in planted["root_causes"]]
-    names = [
-        {segment_key(s, base_table, base_columns) for s in [rc["segment"], *rc.get("aliases", [])]}
-        for rc in got["root_causes"]
-    ]
-    match = _matching(want, names)
+    want, match = _matched(planted, got, base_table, base_columns)
     for i, c in enumerate(planted["root_causes"]):
         j = match.get(i)
         if j is None:
@@ -1280,6 +1275,18 @@ def score(
     if planted.get("significant") and not got["significant"]:
         reasons.append("change not significant")
     return not reasons, reasons
+
+
+def _matched(
+    planted: dict[str, Any], got: dict[str, Any], base_table: str, base_columns: Sequence[str]
+) -> tuple[list[frozenset], dict[int, int]]:
+    """The planted causes as segment keys, and planted index -> the reported cause naming it."""
+    want = [segment_key(c["segment"], base_table, base_columns) for c in planted["root_causes"]]
+    names = [
+        {segment_key(s, base_table, base_columns) for s in [rc["segment"], *rc.get("aliases", [])]}
+        for rc in got["root_causes"]
+    ]
+    return want, _matching(want, names)
 
 
 def _matching(want: list[frozenset], names: list[set[frozenset]]) -> dict[int, int]:
@@ -1349,13 +1356,9 @@ def missed_evidence(
     than the search may call a cause among every segment searched), "explained by the story"
     (significant alone, within the noise once the named causes are fitted), or "left out"
     (beyond the bound with the named causes fitted: the story passed over a segment its own
-    test supports)."""
-    names = [
-        {segment_key(s, base_table, base_columns) for s in [rc["segment"], *rc.get("aliases", [])]}
-        for rc in got["root_causes"]
-    ]
-    want = [segment_key(c["segment"], base_table, base_columns) for c in planted["root_causes"]]
-    found = _matching(want, names)
+    test supports). The answer lists at most 15 drivers each way, the largest first: a
+    significant segment past them reads as under the bound."""
+    want, found = _matched(planted, got, base_table, base_columns)
     drivers = {
         segment_key(d["segment"], base_table, base_columns): d["explained_by_root_causes"]
         for d in got.get("drivers", [])
