@@ -1540,7 +1540,7 @@ def markdown_table(summary: dict[str, Any], families: Sequence[str]) -> str:
     ]
     for f in [*families, "all"]:
         s = summary[f]
-        kinds = " / ".join(str(s.get("missed_causes", {}).get(k, 0)) for k in MISS_KINDS)
+        kinds = " / ".join(str(s["missed_causes"][k]) for k in MISS_KINDS)
         rate = _rate(s["rate"])
         name, rate = (f, rate) if f != "all" else ("**total**", f"**{rate}**")
         lines.append(f"| {name} | {s['draws']} | {s['exact']} | {rate} | {kinds} |")
