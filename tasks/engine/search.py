@@ -396,7 +396,7 @@ class Groups:
 
     def __init__(self, cube: Cube) -> None:
         n_leaves = self.n_leaves = len(cube.leaf_codes)
-        self._matrix: Any = None  # :attr:`matrix`, built when first used
+        self._matrix: Any = None  # :attr:`matrix`, built when first used (False: it cannot be)
         radix = np.array([max(len(v), 1) for v in cube.values], dtype=np.int64)
         n_cols = cube.seg_mask.shape[1]
         if n_cols <= 62:  # each segment's columns as one integer: a unique of integers, not rows
@@ -440,8 +440,9 @@ class Groups:
         if n_segments != len(self.seg_gid):
             raise ValueError(f"{len(self.seg_gid)} segments, asked for {n_segments}")
         x = np.asarray(x, dtype=np.float64)
-        if self.n_leaves * len(self.cuboids) <= MATRIX_ENTRIES:
-            return np.asarray(self.matrix @ x)
+        matrix = self.matrix if self.n_leaves * len(self.cuboids) <= MATRIX_ENTRIES else None
+        if matrix is not None:
+            return np.asarray(matrix @ x)
         out = np.zeros(n_segments)  # one pass over the leaves per cuboid, in bounded memory
         for seg_ids, leaf_gid, n in self.cuboids:
             sums = np.bincount(leaf_gid, weights=x, minlength=n)
@@ -452,24 +453,31 @@ class Groups:
     @property
     def matrix(self) -> Any:
         """Segments by leaves, 1 where a segment holds a leaf (sparse, by leaf): a segment's
-        sum of a leaf array is one product, every cuboid at once."""
+        sum of a leaf array is one product, every cuboid at once. None when it cannot be had:
+        in a process whose address space is capped and mostly reserved (DuckDB reserves far
+        more than it touches), the sparse library's own code may fail to load, and the sums
+        then go cuboid by cuboid, as past :data:`MATRIX_ENTRIES`."""
         if self._matrix is None:
-            from scipy import sparse
+            try:
+                self._matrix = self._build_matrix()
+            except (ImportError, MemoryError):
+                self._matrix = False
+        return None if self._matrix is False else self._matrix
 
-            # per leaf (a row) and cuboid (a column), the segment holding it, -1 for none
-            seg = np.empty((self.n_leaves, len(self.cuboids)), dtype=np.int32)
-            for k, (seg_ids, leaf_gid, n) in enumerate(self.cuboids):
-                seg_of = np.full(n, -1, dtype=np.int32)
-                gid = self.seg_gid[seg_ids]
-                seg_of[gid[gid >= 0]] = seg_ids[gid >= 0]
-                seg[:, k] = seg_of[leaf_gid]
-            held = seg >= 0
-            indptr = np.concatenate([[0], np.cumsum(held.sum(axis=1))])
-            shape = (len(self.seg_gid), self.n_leaves)
-            self._matrix = sparse.csc_matrix(
-                (np.ones(int(indptr[-1])), seg[held], indptr), shape=shape
-            )
-        return self._matrix
+    def _build_matrix(self) -> Any:
+        from scipy import sparse
+
+        # per leaf (a row) and cuboid (a column), the segment holding it, -1 for none
+        seg = np.empty((self.n_leaves, len(self.cuboids)), dtype=np.int32)
+        for k, (seg_ids, leaf_gid, n) in enumerate(self.cuboids):
+            seg_of = np.full(n, -1, dtype=np.int32)
+            gid = self.seg_gid[seg_ids]
+            seg_of[gid[gid >= 0]] = seg_ids[gid >= 0]
+            seg[:, k] = seg_of[leaf_gid]
+        held = seg >= 0
+        indptr = np.concatenate([[0], np.cumsum(held.sum(axis=1))])
+        shape = (len(self.seg_gid), self.n_leaves)
+        return sparse.csc_matrix((np.ones(int(indptr[-1])), seg[held], indptr), shape=shape)
 
 
 def _mixed_radix(codes: np.ndarray, radix: np.ndarray) -> np.ndarray:
