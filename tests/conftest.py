@@ -31,6 +31,8 @@ _STORE_DIR = tempfile.mkdtemp(prefix="drilldown-test-store-")
 atexit.register(shutil.rmtree, _STORE_DIR, True)
 os.environ["DRILLDOWN_STORE_PATH"] = os.path.join(_STORE_DIR, "store.duckdb")
 os.environ["DRILLDOWN_STORE"] = "duckdb"
+# Prefect's profiles and local database likewise live in the run's folder, not ~/.prefect.
+os.environ["PREFECT_HOME"] = os.path.join(_STORE_DIR, "prefect-home")
 for _key in ("ANTHROPIC_API_KEY", "SUPABASE_DB_URL", "VOYAGE_API_KEY"):
     os.environ.pop(_key, None)
 
