@@ -23,6 +23,10 @@ import pytest
 from benchmarks.families import FAMILIES
 from tests.support.invariants import Answers, applies, missed
 
+# Slow end to end (every invariant re-runs the engine on a randomized draw):
+# left to `make test-slow`, which CI runs.
+pytestmark = pytest.mark.slow
+
 SEED = 0  # one draw per family keeps the module to a few minutes; the sweep takes many
 # the families whose explanation takes several seconds (many values, ratio metrics) are asked
 # only what the cheaper ones cannot show for them

@@ -15,6 +15,8 @@ import json
 from collections.abc import Callable
 from datetime import date, timedelta
 
+import pytest
+
 from benchmarks.wide import WEEKS, investigate_capped, wide_csv, wide_duckdb
 from sql_tools import ToolContext
 from tasks.engine import cube as cube_mod
@@ -27,6 +29,7 @@ ADDRESS_SPACE = 4 * 1024**3
 RESIDENT_MAX_KB = 1024**2  # ru_maxrss is in kB on Linux
 
 
+@pytest.mark.slow
 def test_a_wide_file_gets_an_answer_within_a_memory_cap(tmp_path):
     # 300 three-value columns x 420 rows (0.3 MB): every combination of three of them is 4.5
     # million grouping sets; the search screens the columns first and names those it left out
@@ -46,6 +49,7 @@ def test_a_wide_file_gets_an_answer_within_a_memory_cap(tmp_path):
     assert any("screened and left out: c0, c1" in n for n in result["notes"]), result["notes"]
 
 
+@pytest.mark.slow
 def test_two_thousand_dimensions_get_an_answer_not_a_traceback(tmp_path):
     # a database written by DuckDB itself (no profiles: every column's values are a guess) with
     # 2,000 columns, all named with --dimensions; the move is in the 1,501st

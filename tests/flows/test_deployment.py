@@ -24,6 +24,10 @@ from typing import Any
 
 import pytest
 
+# Slow end to end (a Prefect server, a worker and deployments run end to end):
+# left to `make test-slow`, which CI runs.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 PREFECT = str(Path(sys.executable).with_name("prefect"))
 IOS_52 = {"platform": "ios", "app_version": "5.2"}
@@ -133,7 +137,6 @@ def prefect(tmp_path: Path) -> Iterator[Prefect]:
         print("timings (s):", p.timings)
 
 
-@pytest.mark.slow
 def test_deployments_run_on_a_real_server(prefect: Prefect, tmp_path: Path) -> None:
     # a profile holds the API address: every later command, the worker and its runs use it
     prefect.run("profile", "create", "local", timeout=60)

@@ -30,6 +30,10 @@ from tests.support import cell_calls
 from tests.support.pg_source import copy_tables, create_database, drop_database, reader_role
 from tests.support.pg_source import differences as compare
 
+# Slow end to end (every planted scenario investigated on a real Postgres and on DuckDB):
+# left to `make test-slow`, which CI runs.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "data" / "demo"
 DEMO_QUESTION = dict(

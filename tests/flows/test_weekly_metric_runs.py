@@ -18,6 +18,10 @@ import yaml
 
 from tests.support.prefect_runs import child_runs, markdown_artifact, most_at_once, served
 
+# Slow end to end (flow runs through a Prefect server, one per metric):
+# left to `make test-slow`, which CI runs.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "metrics.yaml"
 IOS_52 = {"platform": "ios", "app_version": "5.2"}
