@@ -24,10 +24,10 @@ demo: install
 	$(BIN)/drilldown demo --out drilldown-demo
 
 test: install-test
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -m "not slow" --durations=10
 
 test-slow: install-test
-	$(BIN)/python -m pytest -q -m slow
+	$(BIN)/python -m pytest -q -m slow --durations=10
 
 clean:
 	rm -rf $(VENV) $(DB) drilldown-demo *.egg-info
