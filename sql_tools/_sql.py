@@ -201,30 +201,35 @@ def label_value(ctx: ToolContext, col: Column, label: Any, which: str) -> Any:
     arguments, and both mean the column's value. Text of an integer column must be a whole
     number, of a decimal column a number, of a boolean column true or false, of a date column an
     ISO date; a whole JSON number labels a text column as its digits. Anything else is refused."""
+    whole = col.type.upper() in INTEGER_TYPES
     if isinstance(label, str) and col.kind != "text":
         label = label.strip()
     if isinstance(label, str) and col.kind in ("number", "boolean"):
-        text = label
         if col.kind == "boolean":
-            value = _BOOLEAN.get(text.lower())
-            want = "true or false"
-        elif col.type.upper() in INTEGER_TYPES:
-            value = int(text) if _INTEGER.fullmatch(text) else None
-            want = "a whole number"
+            value, want = _BOOLEAN.get(label.lower()), "true or false"
+        elif whole:
+            value, want = (int(label) if _INTEGER.fullmatch(label) else None), "a whole number"
         else:
-            value = float(text) if _DECIMAL.fullmatch(text) else None
-            want = "a number"
+            value, want = (float(label) if _DECIMAL.fullmatch(label) else None), "a number"
         if value is None:
-            raise ToolInputError(
-                f"{which} label {short(label)} is not {want}: period column {col.ref!r} is "
-                f"{col.kind} ({col.type})",
-                code="invalid_period",
-                field=which,
-            )
+            raise _label_error(col, label, which, want)
         label = value
     elif col.kind == "text" and isinstance(label, int) and not isinstance(label, bool):
         label = str(label)
+    elif isinstance(label, float) and whole:
+        if not label.is_integer():
+            raise _label_error(col, label, which, "a whole number")
+        label = int(label)
     return typed_value(ctx, col, label)
+
+
+def _label_error(col: Column, label: Any, which: str, want: str) -> ToolInputError:
+    return ToolInputError(
+        f"{which} label {short(label)} is not {want}: period column {col.ref!r} is {col.kind} "
+        f"({col.type})",
+        code="invalid_period",
+        field=which,
+    )
 
 
 def _big_integer(text: str) -> int | str:
