@@ -335,9 +335,8 @@ def case_notes(ctx: ToolContext, table: str, filters: list[Filter]) -> list[str]
         c = src.expr(col)
         folded = [params.bind(v) for v in dict.fromkeys(v.lower() for v in wanted)]
         cap = MAX_CASE_VALUES * len(folded) + 1
-        tree = src.apply(
-            exp.select(c).distinct().where(exp.In(this=exp.Lower(this=c.copy()), expressions=folded))
-        )
+        folded_in = exp.In(this=exp.Lower(this=c.copy()), expressions=folded)
+        tree = src.apply(exp.select(c).distinct().where(folded_in))
         query = Query(tree.order_by(c.copy()).limit(cap), params.values)
         out = ctx.run(query.sql(ctx.dialect), query.params, max_rows=cap)
         held = [r[0] for r in out.rows if isinstance(r[0], str)]

@@ -145,7 +145,8 @@ class CellAnswers:
         c = _col(f"d{self.dims.index(ref)}")
         params = Params()
         listed = exp.In(this=c.copy(), expressions=[params.bind(v) for v in set(values)])
-        _, rows = self.cells.fetch(self._select([c], [listed]).distinct(), params.values, len(values))
+        tree = self._select([c], [listed]).distinct()
+        _, rows = self.cells.fetch(tree, params.values, len(values))
         return {r[0] for r in rows}
 
     # --- metric_compare_periods -----------------------------------------------------------------

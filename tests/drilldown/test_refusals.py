@@ -248,7 +248,8 @@ def test_a_period_label_that_cannot_be_the_columns_type_is_refused(
 ):
     lines = ["year,share,promo,platform,revenue"]
     for i in range(60):
-        lines.append(f"{2018 + i % 4},{(i % 3) / 4:.2f},{'true' if i % 2 else 'false'},p{i % 3},{i}")
+        promo = "true" if i % 2 else "false"
+        lines.append(f"{2018 + i % 4},{(i % 3) / 4:.2f},{promo},p{i % 3},{i}")
     data = tmp_path / "labelled.csv"
     data.write_text("\n".join(lines) + "\n", encoding="utf-8")
     comparison = {"year": "2020", "share": "0.25", "promo": "true"}[column]
