@@ -40,6 +40,7 @@ ALLOWED_FUNCTIONS = frozenset(
         "is_nan",
         "is_inf",
         "isfinite",
+        "lower",
     }
 )
 # Expression node types that never belong in a tool query.
@@ -150,6 +151,7 @@ POSTGRES_FUNCTIONS = frozenset(
         "hashtextextended",
         "if",
         "least",
+        "lower",
         "max",
         "min",
         "nullif",

@@ -26,6 +26,9 @@ FilterOp = Literal[
     "=", "!=", "<", "<=", ">", ">=", "in", "not_in", "is_null", "not_null", "between", "contains"
 ]
 _INTEGER = re.compile(r"-?[0-9]{1,40}")
+MAX_SEGMENT_COLUMNS = 6
+"""Most columns one segment combines, everywhere: a tool's group_by, a hypothesis's or a
+finding's segment, and the depth the engine searches to."""
 Agg = Literal["count", "count_distinct", "sum", "avg", "min", "max"]
 
 
@@ -49,7 +52,7 @@ class Filter(StrictModel):
     value: Any = Field(
         default=None,
         description="Number, string, true/false, ISO date 'YYYY-MM-DD', or a list (in, not_in, "
-        "between). Must match the column's type.",
+        "between). Must match the column's type; text matches exactly, letter case included.",
     )
 
 
@@ -188,6 +191,47 @@ def typed_value(ctx: ToolContext, col: Column, value: Any) -> Any:
     )
 
 
+_DECIMAL = re.compile(r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]{1,3})?")
+_BOOLEAN = {"true": True, "false": False}
+
+
+def label_value(ctx: ToolContext, col: Column, label: Any, which: str) -> Any:
+    """A period label (``which``: baseline or comparison) as a value of the period column's type,
+    to bind: a label is written as text on a command line and as a string or a number in a tool's
+    arguments, and both mean the column's value. Text of an integer column must be a whole
+    number, of a decimal column a number, of a boolean column true or false, of a date column an
+    ISO date; a whole JSON number labels a text column as its digits. Anything else is refused."""
+    whole = col.type.upper() in INTEGER_TYPES
+    if isinstance(label, str) and col.kind != "text":
+        label = label.strip()
+    if isinstance(label, str) and col.kind in ("number", "boolean"):
+        if col.kind == "boolean":
+            value, want = _BOOLEAN.get(label.lower()), "true or false"
+        elif whole:
+            value, want = (int(label) if _INTEGER.fullmatch(label) else None), "a whole number"
+        else:
+            value, want = (float(label) if _DECIMAL.fullmatch(label) else None), "a number"
+        if value is None:
+            raise _label_error(col, label, which, want)
+        label = value
+    elif col.kind == "text" and isinstance(label, int) and not isinstance(label, bool):
+        label = str(label)
+    elif isinstance(label, float) and whole:
+        if not label.is_integer():
+            raise _label_error(col, label, which, "a whole number")
+        label = int(label)
+    return typed_value(ctx, col, label)
+
+
+def _label_error(col: Column, label: Any, which: str, want: str) -> ToolInputError:
+    return ToolInputError(
+        f"{which} label {short(label)} is not {want}: period column {col.ref!r} is {col.kind} "
+        f"({col.type})",
+        code="invalid_period",
+        field=which,
+    )
+
+
 def _big_integer(text: str) -> int | str:
     """An integer beyond 2^53 - 1 written as a string (as every JSON the product emits writes
     it) as the integer; any other string unchanged."""
@@ -261,6 +305,52 @@ def where_clause(
         )
     conds = [filter_condition(ctx, src, f, params) for f in filters]
     return exp.and_(*conds) if conds else None
+
+
+MAX_CASE_VALUES = 5
+"""Values named per filter value that matches no row exactly but does in another letter case."""
+
+
+def case_notes(ctx: ToolContext, table: str, filters: list[Filter]) -> list[str]:
+    """For a call that matched no rows: each ``=``/``in`` value on a text column that the column
+    does not hold, but holds in another letter case (``iOS`` where the data has ``ios``), with
+    the values it holds. Matching itself stays exact; one query per such filter."""
+    notes: list[str] = []
+    cells: CellSource | None = getattr(ctx, "cells", None)
+    for f in filters:
+        if f.op not in ("=", "in"):
+            continue
+        src = Source(ctx, table)
+        col = src.resolve(f.column, "filters.column")
+        wanted = f.value if isinstance(f.value, list) else [f.value]
+        if col.kind != "text" or not all(isinstance(v, str) for v in wanted):
+            continue
+        prof = ctx.schema.column_profile(col)
+        known = set(prof.samples if prof is not None else [])
+        known |= cells.holds(src.table, col.ref, wanted) if cells is not None else set()
+        wanted = [v for v in wanted if v not in known]  # held as written: nothing to say
+        if not wanted:
+            continue
+        params = Params()
+        c = src.expr(col)
+        folded = [params.bind(v) for v in dict.fromkeys(v.lower() for v in wanted)]
+        cap = MAX_CASE_VALUES * len(folded) + 1
+        folded_in = exp.In(this=exp.Lower(this=c.copy()), expressions=folded)
+        tree = src.apply(exp.select(c).distinct().where(folded_in))
+        query = Query(tree.order_by(c.copy()).limit(cap), params.values)
+        out = ctx.run(query.sql(ctx.dialect), query.params, max_rows=cap)
+        held = [r[0] for r in out.rows if isinstance(r[0], str)]
+        for v in dict.fromkeys(wanted):
+            other = [h for h in held if h != v and h.lower() == v.lower()]
+            if v in held or not other:
+                continue
+            shown = ", ".join(short(h) for h in other[:MAX_CASE_VALUES])
+            more = " ..." if len(other) > MAX_CASE_VALUES else ""
+            notes.append(
+                f"filter on {col.ref!r}: {short(v)} matches no rows (text matches exactly, "
+                f"letter case included); the column holds {shown}{more}"
+            )
+    return notes
 
 
 def measure_label(m: Measure, col: Column | None) -> str:
@@ -342,6 +432,11 @@ class CellSource(Protocol):
     def answer(self, inp: BaseModel, q: SourceQuery, sql: str) -> QueryOutput | None:
         """The rows ``q`` gives on the source (``sql``, its text, is what the output shows), or
         None when the source must be read."""
+        ...
+
+    def holds(self, table: str, column: str, values: list[str]) -> set[str]:
+        """Those of ``values`` the stored cells hold in ``column`` (so the source does too);
+        empty when they cannot say."""
         ...
 
 

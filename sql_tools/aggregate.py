@@ -11,6 +11,8 @@ from sqlglot import exp
 from sql_tools._context import Column, ToolContext
 from sql_tools._errors import ToolInputError
 from sql_tools._sql import (
+    MAX_SEGMENT_COLUMNS,
+    case_notes,
     Filter,
     Measure,
     Params,
@@ -41,10 +43,11 @@ class OrderBy(StrictModel):
 
 
 class AggregateInput(StrictModel):
-    """Compute measures (count, count_distinct, sum, avg, min, max) over a table, optionally
-    grouped by up to 3 columns and filtered. Use it to size segments and check a number before
-    claiming it. Returns one row per group with the measures, largest first by default, capped
-    at ``limit`` rows with ``matched_count`` giving the number of groups.
+    __doc__ = f"""Compute measures (count, count_distinct, sum, avg, min, max) over a table,
+    optionally grouped by up to {MAX_SEGMENT_COLUMNS} columns and filtered. Use it to size
+    segments and check a number before claiming it. Returns one row per group with the measures,
+    largest first by default, capped at ``limit`` rows with ``matched_count`` giving the number
+    of groups.
     """
 
     table: str = Field(description="Table to aggregate.", json_schema_extra={"x-live": "table"})
@@ -55,8 +58,9 @@ class AggregateInput(StrictModel):
     )
     group_by: list[str] = Field(
         default=[],
-        max_length=3,
-        description="Up to 3 columns to group by (table.column for a joined table).",
+        max_length=MAX_SEGMENT_COLUMNS,
+        description=f"Up to {MAX_SEGMENT_COLUMNS} columns to group by (table.column for a joined "
+        "table).",
         json_schema_extra={"x-live": "column"},
     )
     filters: list[Filter] = Field(default=[], description="Conditions, combined with AND.")
@@ -158,6 +162,8 @@ def aggregate(ctx: ToolContext, inp: AggregateInput) -> AggregateResult:
     names, rows, truncated, notes = shape_rows(ctx, out, limit=q.limit, drop=("__matched",))
     notes += non_finite_notes(ctx, q, out, q.non_finite)
     matched = int(out.rows[0][-1]) if out.rows else 0
+    if not out.rows or not q.group_by and all(v in (0, None) for v in out.rows[0][:-1]):
+        notes += case_notes(ctx, q.table, inp.filters)  # no rows matched (or none counted)
     if any(m.agg == "count_distinct" for m in inp.measures) and q.group_by:
         notes.append("count_distinct is not additive: group values need not sum to the total")
     return AggregateResult(

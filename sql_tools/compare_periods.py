@@ -12,6 +12,8 @@ from sqlglot import exp
 from sql_tools._context import Column, ToolContext
 from sql_tools._errors import ToolInputError
 from sql_tools._sql import (
+    MAX_SEGMENT_COLUMNS,
+    case_notes,
     Filter,
     Measure,
     Params,
@@ -21,6 +23,7 @@ from sql_tools._sql import (
     ToolResult,
     check_limit,
     ident,
+    label_value,
     measure_expr,
     measure_label,
     non_finite_notes,
@@ -28,7 +31,6 @@ from sql_tools._sql import (
     parse_when,
     run_source_query,
     shape_rows,
-    typed_value,
     where_clause,
 )
 from sql_tools.catalog import Scalar
@@ -42,7 +44,9 @@ class Period(StrictModel):
     start: str | None = Field(default=None, description="First day, ISO 'YYYY-MM-DD' (inclusive).")
     end: str | None = Field(default=None, description="Last day, ISO 'YYYY-MM-DD' (inclusive).")
     label: str | int | float | bool | None = Field(
-        default=None, description="A value of period_column, e.g. 'week_1' (instead of start/end)."
+        default=None,
+        description="A value of period_column, e.g. 'week_1' or 2007 (instead of start/end); "
+        "text of a number, boolean or date column is read as that type ('2007' is 2007).",
     )
 
 
@@ -63,11 +67,12 @@ PeriodColumnArg = Annotated[
 
 
 class ComparePeriodsInput(StrictModel):
-    """Compare a metric between a baseline and a comparison period, overall or per segment of
-    up to 3 group-by columns. Periods are inclusive date ranges on a time column, or labels of
-    a period column. Each row gives baseline, comparison, delta, relative delta, its share of
-    the total delta and whether the segment is new or gone; rows are sorted by |delta|, so the
-    first rows are the segments that moved the metric most. The start of most investigations.
+    __doc__ = f"""Compare a metric between a baseline and a comparison period, overall or per
+    segment of up to {MAX_SEGMENT_COLUMNS} group-by columns. Periods are inclusive date ranges on
+    a time column, or labels of a period column. Each row gives baseline, comparison, delta,
+    relative delta, its share of the total delta and whether the segment is new or gone; rows
+    are sorted by |delta|, so the first rows are the segments that moved the metric most. The
+    start of most investigations.
     """
 
     table: str = Field(
@@ -80,8 +85,9 @@ class ComparePeriodsInput(StrictModel):
     comparison: Period = Field(description="The 'after' period.")
     group_by: list[str] = Field(
         default=[],
-        max_length=3,
-        description="Up to 3 segment columns (table.column for a joined table); omit for totals.",
+        max_length=MAX_SEGMENT_COLUMNS,
+        description=f"Up to {MAX_SEGMENT_COLUMNS} segment columns (table.column for a joined "
+        "table); omit for totals.",
         json_schema_extra={"x-live": "column"},
     )
     filters: list[Filter] = Field(default=[], description="Conditions applied to both periods.")
@@ -155,12 +161,12 @@ class _PeriodSql:
                     raise ToolInputError(
                         f"{name}: with period_column give only a label", code="invalid_period"
                     )
-                vals.append(typed_value(ctx, col, p.label))
+                vals.append(label_value(ctx, col, p.label, name))
             if vals[0] == vals[1]:
                 raise ToolInputError(
                     "baseline and comparison labels are the same", code="invalid_period"
                 )
-            self.labels = (str(vals[0]), str(vals[1]))
+            self.labels = (_label_text(vals[0]), _label_text(vals[1]))
             expr = src.expr(col)
             self.conds = tuple(exp.EQ(this=expr.copy(), expression=params.bind(v)) for v in vals)
 
@@ -204,6 +210,11 @@ class _PeriodSql:
             exp.GTE(this=expr.copy(), expression=params.bind(lo)),
             exp.LT(this=expr.copy(), expression=params.bind(hi)),
         )
+
+
+def _label_text(value: object) -> str:
+    """A bound label as the result names its period (``true``, ``2002``, ``2024-03-18``)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def _c(name: str, table: str | None = None) -> exp.Column:
@@ -358,6 +369,7 @@ def compare_periods(ctx: ToolContext, inp: ComparePeriodsInput) -> ComparePeriod
         tb = tc = None
         matched = 0
         notes.append("no rows fall in either period")
+        notes += case_notes(ctx, q.table, inp.filters)
     if q.additive:
         tb, tc = tb or 0.0, tc or 0.0
     total_delta = tc - tb if tb is not None and tc is not None else None

@@ -10,6 +10,7 @@ from sqlglot import exp
 from sql_tools._context import ToolContext
 from sql_tools._errors import ToolInputError
 from sql_tools._sql import (
+    case_notes,
     Filter,
     Params,
     Query,
@@ -103,6 +104,8 @@ def sample(ctx: ToolContext, inp: SampleInput) -> SampleResult:
     names, rows, truncated, notes = shape_rows(ctx, out, limit=n, drop=("__matched",))
     notes += non_finite_cells(out, n)
     matched_count = int(out.rows[0][-1]) if out.rows else 0
+    if not matched_count:
+        notes += case_notes(ctx, q.table, inp.filters)
     return SampleResult(
         table=q.table,
         columns=names,

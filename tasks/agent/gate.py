@@ -29,7 +29,7 @@ from pydantic import BaseModel, Field
 
 from sql_tools._context import ToolContext
 from sql_tools._errors import SqlToolError, ToolInputError, short
-from sql_tools._sql import StrictModel
+from sql_tools._sql import MAX_SEGMENT_COLUMNS, StrictModel
 from tasks import tools as registry
 from tasks.agent.ledger import Ledger, capped, same_result
 from tasks.agent.models import Category, Finding
@@ -52,7 +52,7 @@ class WriteFindingInput(StrictModel):
     """
 
     segment: dict[str, SegmentValue] = Field(
-        max_length=3,
+        max_length=MAX_SEGMENT_COLUMNS,
         description="column -> value, e.g. {col_3: ios, col_4: '5.2'}; {} for the whole "
         "population (category global or data_quality).",
         json_schema_extra={"x-live-keys": "column"},

@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from prompts import render
 from sql_tools._context import ToolContext
+from sql_tools._sql import MAX_SEGMENT_COLUMNS
 from sql_tools.registry import model_schema
 from tasks.agent.config import AgentConfig
 from tasks.agent.loop import _api_error, _usage
@@ -44,7 +45,7 @@ class ProposedHypothesis(BaseModel):
     )
     segment: dict[str, Value] = Field(
         default={},
-        max_length=3,
+        max_length=MAX_SEGMENT_COLUMNS,
         description="column -> value.",
         json_schema_extra={"x-live-keys": "column"},
     )

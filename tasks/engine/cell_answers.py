@@ -47,6 +47,7 @@ from sql_tools._sql import (
     Source,
     SourceQuery,
     filter_condition,
+    label_value,
     may_be_non_finite,
     typed_value,
 )
@@ -130,6 +131,24 @@ class CellAnswers:
             columns, rows, sql, {k: jsonable(v) for k, v in q.params.items()}, elapsed
         )
 
+    def holds(self, table: str, column: str, values: list[str]) -> set[str]:
+        """Those of ``values`` the cells hold in ``column`` of ``table``: the source holds them
+        too (the cells are its rows). Empty when the column is not one of the cells'."""
+        if self.cells.con is None or not values:
+            return set()
+        try:
+            ref = self._source(table).resolve(column).ref
+        except (_Source, SqlToolError):
+            return set()
+        if ref not in self.dims:
+            return set()
+        c = _col(f"d{self.dims.index(ref)}")
+        params = Params()
+        listed = exp.In(this=c.copy(), expressions=[params.bind(v) for v in set(values)])
+        tree = self._select([c], [listed]).distinct()
+        _, rows = self.cells.fetch(tree, params.values, len(values))
+        return {r[0] for r in rows}
+
     # --- metric_compare_periods -----------------------------------------------------------------
 
     def _compare(
@@ -177,7 +196,7 @@ class CellAnswers:
             else:
                 cond = self.cells.sql.conds[0 if which == "baseline" else 1]
                 want = self.cells.sql.params.values[cond.expression.name]
-                got = typed_value(self.ctx, self.time, theirs.label)
+                got = label_value(self.ctx, self.time, theirs.label, which)
                 if type(got) is not type(want) or got != want:
                     raise _Source
 

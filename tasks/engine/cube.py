@@ -33,16 +33,17 @@ from sqlglot import exp
 from sql_tools._context import Column, ToolContext
 from sql_tools._errors import ToolInputError
 from sql_tools._sql import (
+    MAX_SEGMENT_COLUMNS,
     Params,
     Source,
     finite_or_null,
     ident,
+    label_value,
     may_be_non_finite,
     to_sql,
-    typed_value,
     where_clause,
 )
-from tasks.engine.spec import Aggregate, DateRange, Question
+from tasks.engine.spec import DEFAULT_DEPTH, Aggregate, DateRange, Question
 
 if TYPE_CHECKING:
     from tasks.engine.leaf_days import LeafDays
@@ -143,17 +144,8 @@ class EngineSql:
             return col, conds  # type: ignore[return-value]
         col = self.src.resolve(p.period_column, "period_column")
         conds = []
-        for label in (p.baseline, p.comparison):
-            value: Any = label
-            if col.kind == "number":
-                try:
-                    value = float(label) if "." in str(label) else int(label)
-                except ValueError:
-                    raise ToolInputError(
-                        f"period label {label!r} is not a number like column {col.ref!r}",
-                        code="invalid_period",
-                    ) from None
-            value = typed_value(self.ctx, col, value)
+        for which, label in (("baseline", p.baseline), ("comparison", p.comparison)):
+            value = label_value(self.ctx, col, label, which)
             conds.append(exp.EQ(this=self.src.expr(col), expression=self.params.bind(value)))
         return col, (conds[0], conds[1])
 
@@ -803,20 +795,20 @@ def estimated_leaves(ctx: ToolContext, q: Question, dims: list[str]) -> int:
 
 
 SEGMENT_BUDGET = 600_000
-DEFAULT_DEPTH = 3
 
 
 def auto_depth(ctx: ToolContext, q: Question, dims: list[str]) -> int:
-    """The search depth when the question leaves it open: every column (up to 6) while the
-    segments of all depths stay within :data:`SEGMENT_BUDGET`, and at least 3 (or every column,
-    if fewer). A cause over four or five columns is then named as itself, not as its pieces."""
+    """The search depth when the question leaves it open: every column (up to
+    :data:`MAX_SEGMENT_COLUMNS`) while the segments of all depths stay within
+    :data:`SEGMENT_BUDGET`, and at least :data:`DEFAULT_DEPTH` (or every column, if fewer). A
+    cause over four or five columns is then named as itself, not as its pieces."""
     k = len(dims)
     if k <= DEFAULT_DEPTH:
         return max(k, 1)
     sizes = dimension_sizes(ctx, q, dims)
     leaves = max(estimated_leaves(ctx, q, dims), 1)
     depth = DEFAULT_DEPTH
-    for d in range(1, min(k, 6) + 1):
+    for d in range(1, min(k, MAX_SEGMENT_COLUMNS) + 1):
         if estimated_segments(sizes, leaves, d) > SEGMENT_BUDGET:
             break
         if grouping_sets(k, d) > GROUPING_SET_BUDGET:

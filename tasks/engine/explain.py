@@ -88,7 +88,11 @@ class SegmentTest:
     segment: dict[str, Any]
     contribution: float
     share: float | None
-    p_value: float = field(metadata={"doc": "Bonferroni-adjusted over the segments searched"})
+    p_value: float = field(
+        metadata={
+            "doc": "a root cause's as reported; else Bonferroni-adjusted over the segments searched"
+        }
+    )
     significant: bool
     explained: bool = field(
         metadata={"doc": "within the noise once the root causes are fitted (and not one)"}
@@ -108,8 +112,8 @@ class Analysis:
     contrib: dict[str, np.ndarray]
     found: Search
     delta: float | None
-    # root causes' own p-values (Bonferroni-adjusted), by segment key: a mix cause is judged by
-    # the test of its share, which the rate view's residual does not see
+    # root causes' p-values as reported, by segment key (each of their names): the gate judges
+    # a root cause by the figure its row shows
     cause_p: dict[str, float] = field(default_factory=dict)
     # the source read once (None for a distinct count): the gate's and the findings' re-checks
     # read their sums there
@@ -133,7 +137,12 @@ class Analysis:
         support = max(s["db"][i] / max(t["db"], 1e-300), s["dc"][i] / max(t["dc"], 1e-300))
         found = self.found
         key = json.dumps(cube.segment_dict(i), sort_keys=True, default=str)
-        p = min(sig.adjusted(float(found.p[i]), found.tests), self.cause_p.get(key, 1.0))
+        # a root cause's p-value is the one its row in the report shows (a mix cause is judged
+        # by the test of its share, a cause in a narrower family by that family's correction);
+        # any other segment's is its rate test corrected for every segment searched
+        p = self.cause_p.get(key)
+        if p is None:
+            p = sig.adjusted(float(found.p[i]), found.tests)
         named = {  # a root cause under any of its names
             json.dumps(name, sort_keys=True, default=str)
             for rc in self.explanation.root_causes

@@ -13,7 +13,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from sql_tools._sql import Filter
+from sql_tools._sql import MAX_SEGMENT_COLUMNS, Filter
+
+DEFAULT_DEPTH = 3
+"""The least depth the search goes to when the question leaves it open (every column, if fewer)."""
 
 AggFn = Literal["sum", "count", "count_distinct", "avg"]
 
@@ -144,10 +147,10 @@ class Question(_Frozen):
     max_depth: int | None = Field(
         default=None,
         ge=1,
-        le=6,
+        le=MAX_SEGMENT_COLUMNS,
         description=(
-            "Most columns combined in a segment; None: every column (up to 6) while the segments "
-            "stay within the engine's budget, and at least 3."
+            f"Most columns combined in a segment; None: every column (up to {MAX_SEGMENT_COLUMNS})"
+            f" while the segments stay within the engine's budget, and at least {DEFAULT_DEPTH}."
         ),
     )
     min_support: float = Field(

@@ -13,15 +13,17 @@ from pydantic import BaseModel, Field, model_validator
 
 from sql_tools._context import ToolContext
 from sql_tools._errors import ToolInputError
-from sql_tools._sql import Filter, StrictModel
+from sql_tools._sql import MAX_SEGMENT_COLUMNS, Filter, StrictModel
 from sql_tools.compare_periods import Period, PeriodColumnArg, TimeColumnArg
+from tasks.engine.spec import DEFAULT_DEPTH
 
 MAX_LISTED = 5
 
 
 class ExplainChangeInput(StrictModel):
-    """Explain why a metric moved between two periods: measures the change and whether it is
-    beyond the noise, searches every segment of up to 3 dimension columns (joined tables
+    __doc__ = f"""Explain why a metric moved between two periods: measures the change and whether
+    it is beyond the noise, searches every segment of up to {MAX_SEGMENT_COLUMNS} dimension
+    columns (as many as the search's budget allows, at least {DEFAULT_DEPTH}; joined tables
     included) and returns the smallest set of root-cause segments that explains it, each with
     its contribution, share of the change, effect (rate, mix, new, gone, data_quality), p-value
     and the metric_compare_periods call that reproduces its numbers; plus the strongest other
@@ -57,7 +59,13 @@ class ExplainChangeInput(StrictModel):
         json_schema_extra={"x-live": "column"},
     )
     filters: list[Filter] = Field(default=[], max_length=20, description="Applied to both periods.")
-    max_depth: int = Field(default=3, ge=1, le=3, description="Most columns in one segment.")
+    max_depth: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_SEGMENT_COLUMNS,
+        description=f"Most columns in one segment (at most {MAX_SEGMENT_COLUMNS}); omit for as "
+        f"many as the search's budget allows, at least {DEFAULT_DEPTH}.",
+    )
 
     @model_validator(mode="after")
     def _periods(self) -> ExplainChangeInput:

@@ -19,7 +19,7 @@ from sql_tools.output import Figures, dumps, number, percent, printable_line, si
 from sql_tools.output import finite as _finite
 from tasks.engine.result import Explanation, Segment
 from tasks.agent.ledger import aggregate_text, flat_expression
-from tasks.report.command import drilldown_command
+from tasks.report.command import tool_command
 from tasks.report.text import data_first, other_movers, reported_name, short_aliases
 
 STATUS = {"confirmed": "Confirmed", "ruled_out": "Ruled out", "inconclusive": "Inconclusive"}
@@ -531,17 +531,9 @@ def _checks(e: Explanation, db: str | None) -> list[Check]:
             if f is not None:
                 out.append(Check(name, sql=str(f["sql"]), params=dumps(f.get("params") or {})))
             continue
-        quoted = "'" + dumps(args).replace("`", "\\u0060").replace("'", "'\\''") + "'"
-        where = _shell(db) if db else "DB"
-        command = f"{drilldown_command()} tool {s.evidence.tool} --db {where} --args {quoted}"
-        out.append(Check(name, command=command))
+        arguments = dumps(args).replace("`", "\\u0060")
+        out.append(Check(name, command=tool_command(s.evidence.tool, db, arguments)))
     return out
-
-
-def _shell(word: str) -> str:
-    import shlex
-
-    return shlex.quote(word)
 
 
 def _searched(e: Explanation) -> tuple[str, str]:

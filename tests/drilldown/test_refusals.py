@@ -232,3 +232,30 @@ def test_an_output_folder_that_is_a_file_is_refused_and_the_file_kept(events, tm
         assert "loaded" not in proc.stderr, proc.stderr
     assert note.read_text(encoding="utf-8") == "keep me\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+@pytest.mark.parametrize(
+    ("column", "baseline", "want"),
+    [
+        ("year", "abc", "baseline label 'abc' is not a whole number: period column 'year' is"),
+        ("year", "2019.5", "baseline label '2019.5' is not a whole number"),
+        ("share", "half", "baseline label 'half' is not a number: period column 'share' is"),
+        ("promo", "maybe", "baseline label 'maybe' is not true or false"),
+    ],
+)
+def test_a_period_label_that_cannot_be_the_columns_type_is_refused(
+    tmp_path, column, baseline, want
+):
+    lines = ["year,share,promo,platform,revenue"]
+    for i in range(60):
+        promo = "true" if i % 2 else "false"
+        lines.append(f"{2018 + i % 4},{(i % 3) / 4:.2f},{promo},p{i % 3},{i}")
+    data = tmp_path / "labelled.csv"
+    data.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    comparison = {"year": "2020", "share": "0.25", "promo": "true"}[column]
+    out = tmp_path / "out"
+    proc = investigate(
+        data, out, "--period-column", column, "--baseline", baseline, "--comparison", comparison
+    )
+    line = refused(proc, out)
+    assert want in line, line

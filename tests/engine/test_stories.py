@@ -242,3 +242,59 @@ def test_a_pick_is_climbed_again_given_the_story_s_other_picks(
     got = ask(d, variant, tmp_path)
     assert missed(d, got) == [], got.text()
     assert len(got.causes) == 2, got.text()
+
+
+def _yearly(seed: int) -> str:
+    """Yearly values per source and region (numbered), a few rows each: one cell moves from
+    2007 on by a random factor, sometimes with more or fewer rows; every value drifts 1% a year."""
+    import random
+
+    rng = random.Random(seed)
+    sources = [f"s{i}" for i in range(rng.randint(2, 6))]
+    regions = list(range(rng.randint(2, 6)))
+    rows, noise = rng.randint(1, 15), rng.choice([0.01, 0.05, 0.2])
+    cell = (rng.choice(sources), rng.choice(regions))
+    effect, mix = rng.choice([-0.6, -0.3, 0.4, 0.8, -0.1]), rng.choice([0, 0, 2, -1])
+    lines = ["year,source,region,value"]
+    for year in range(2000, 2011):
+        for s in sources:
+            for g in regions:
+                moved = (s, g) == cell and year >= 2007
+                n = max(1, rows + mix * rows // 2) if moved and mix else rows
+                for _ in range(n):
+                    v = 500 * (1 + rng.gauss(0, noise)) * (1 + 0.01 * (year - 2000))
+                    lines.append(f"{year},{s},{g},{v * (1 + effect) if moved else v:.2f}")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("seed", [17, 21, 33])
+def test_the_gate_judges_a_root_cause_by_the_p_value_its_row_shows(
+    tmp_path: Path, seed: int
+) -> None:
+    # a root cause's reported p-value (its family's, or its share's for a mix) is the one the
+    # gate judges it by, under each of its names: the report's table and the hypothesis below
+    # it state one figure
+    from sql_tools import ToolContext
+    from tasks.engine.explain import analyze
+    from tasks.engine.parse import build_question
+    from tasks.ingest.load import load_files
+
+    data = tmp_path / "energy.csv"
+    data.write_text(_yearly(seed), encoding="utf-8")
+    db = tmp_path / "energy.duckdb"
+    load_files([data], db)
+    with ToolContext(db) as ctx:
+        q = build_question(
+            ctx.schema,
+            metric="sum(value)",
+            period_column="year",
+            baseline="2002",
+            comparison="2007",
+        )
+        analysis = analyze(ctx, q)
+    causes = analysis.explanation.root_causes
+    assert causes
+    for rc in causes:
+        for name in (rc.segment, *rc.aliases):
+            test = analysis.test(name)
+            assert test is not None and test.p_value == rc.p_value, (name, rc.p_value)

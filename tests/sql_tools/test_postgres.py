@@ -180,6 +180,20 @@ TOOL_CALLS = [
             "comparison": WEEK2,
         },
     ),
+    (  # values in another letter case: no rows, and notes naming the values held
+        "metric_compare_periods",
+        {
+            "table": "sales",
+            "metric": {"agg": "sum", "column": "revenue"},
+            "time_column": "day",
+            "baseline": WEEK1,
+            "comparison": WEEK2,
+            "filters": [
+                {"column": "region", "op": "in", "value": ["eu", "Us"]},
+                {"column": "customers.tier", "op": "=", "value": "Gold"},
+            ],
+        },
+    ),
 ]
 
 

@@ -13,7 +13,7 @@ from sqlglot import exp
 
 from sql_tools._context import Column, QueryOutput, ToolContext
 from sql_tools._errors import ToolInputError
-from sql_tools._sql import Params, Source, ident, to_sql, where_clause
+from sql_tools._sql import Params, Source, ident, label_value, to_sql, where_clause
 from tasks.engine.result import Evidence
 from tasks.engine.spec import DateRange, Question
 
@@ -150,11 +150,8 @@ class _Query:
                 exp.LT(this=c.copy(), expression=self.value((which, "until"), hi)),
             )
         assert s.period is not None
-        label = getattr(s.question.periods, which)
-        c = self.col(s.period)
-        if s.period.kind != "text":
-            c = exp.cast(c, exp.DataType.build("VARCHAR"))
-        return exp.EQ(this=c, expression=self.value((which, "label"), label))
+        label = label_value(s.ctx, s.period, getattr(s.question.periods, which), which)
+        return exp.EQ(this=self.col(s.period), expression=self.value((which, "label"), label))
 
     def day_in(self, column: exp.Expression, which: Which) -> exp.Expression:
         """Condition on an already computed DATE column: it falls in one date period."""
