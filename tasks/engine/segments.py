@@ -18,6 +18,8 @@ from tasks.engine.select import choose
 from tasks.engine.spec import Question
 
 MAX_DRIVERS = 15
+MAX_MOVERS = 5
+"""Largest moves listed when the noise cannot be judged (``Explanation.movers``)."""
 
 
 def _finite(t: dict[str, float | None]) -> bool:
@@ -349,6 +351,29 @@ def _drivers(
         if len(with_) >= MAX_DRIVERS and len(against) >= MAX_DRIVERS:
             break
     return with_, against
+
+
+def _largest_moves(
+    cube: Cube, contrib: dict[str, np.ndarray], eligible: np.ndarray, limit: int = MAX_MOVERS
+) -> list[Segment]:
+    """The segments that moved the most, as facts: ranked by the size of their contribution
+    (the broader segment first on a tie), one per family of segments inside or above one
+    another, so no move is listed twice under two names. Untested: no p-value, not significant."""
+    c = np.abs(contrib["contribution"])
+    depth = cube.seg_mask.sum(axis=1)
+    taken = np.zeros(len(c), dtype=bool)
+    out: list[Segment] = []
+    for i in np.lexsort((depth, -c)):
+        i = int(i)
+        if i == 0 or taken[i] or not eligible[i] or not c[i] > 0:
+            continue
+        seg = _segment(cube, contrib, i, 1.0)
+        seg.p_value, seg.significant = None, False
+        out.append(seg)
+        taken |= _related(cube, i)
+        if len(out) >= limit:
+            break
+    return out
 
 
 def _follows_from_causes(found: Search, i: int) -> bool:
