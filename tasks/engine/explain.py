@@ -578,14 +578,14 @@ def _noise_unjudged(cube: Cube, found: Search, days: tuple[float, float] | None)
     if one_row:
         cells += " with one row each" if n > 1 else " with one row"
     if days is None:
-        repeat = "no days inside a period to compare"
+        repeat = "periods not split into days"
     else:
         seen = int(min(days))
-        repeat = f"rows on {seen} day{'' if seen == 1 else 's'} of a period, too few to compare"
+        repeat = f"rows on only {seen} day{'' if seen == 1 else 's'} of a period"
     return (
-        f"the noise cannot be judged from {cells}: with {repeat}, a cell's move can only be set "
-        f"against the other cells' moves, and {n} {'is' if n == 1 else 'are'} too few for any "
-        "one to stand out from the rest"
+        f"the noise cannot be judged from {cells}: with {repeat}, no cell has a spread of its "
+        f"own, so a cell's move can only be set against the other cells' moves, and {n} "
+        f"{'is' if n == 1 else 'are'} too few for any one to stand out from the rest"
     )
 
 
