@@ -450,6 +450,11 @@ def _plan_parent(session: Session, q: Question, e: Explanation, child: dict[str,
     if q.metric.kind == "ratio":
         numerator = q.metric.expression.split("/", 1)[0].strip()
         summary += f" (Figures of {numerator}, the ratio's numerator, not of the ratio.)"
+    elif q.metric.grain:
+        summary += (
+            f" (Figures of {q.metric.expression} over each whole period, not its average per "
+            f"{q.metric.grain}.)"
+        )
     session.call(
         "conclude",
         {

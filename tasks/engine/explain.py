@@ -319,7 +319,7 @@ def _explained(
     for c in [*causes, *drivers, *offsetting, *movers]:
         c.share = c.contribution / delta if delta else None
     explained = sum(c.contribution for c in causes) / delta if delta and causes else None
-    notes += _overlap_notes(causes)
+    notes += _overlap_notes(causes, delta)
     if kind == "distinct":
         notes.append(
             "distinct counts do not add up across segments: a root cause's figures count its own "

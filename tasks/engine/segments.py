@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from sql_tools.output import Quantity, percent
 from tasks.engine import significance as sig
 from tasks.engine.cube import Cube
 from tasks.engine.result import Segment
@@ -232,9 +233,10 @@ def _leaf_members(cube: Cube, i: int) -> np.ndarray:
     return (cube.leaf_codes[:, cols] == cube.seg_codes[i, cols]).all(axis=1)
 
 
-def _overlap_notes(causes: list[Segment]) -> list[str]:
-    """Say so when root causes' shares add to more than the whole change because some of them
-    hold the same rows (two segments overlap unless they set one column to different values)."""
+def _overlap_notes(causes: list[Segment], delta: float | None = None) -> list[str]:
+    """Say so when root causes' shares add to more than the whole change (``delta``) because
+    some of them hold the same rows (two segments overlap unless they set one column to
+    different values)."""
     shares = [c.share for c in causes if c.share is not None and c.share > 0]
     if sum(shares) <= 1.05:
         return []
@@ -250,9 +252,10 @@ def _overlap_notes(causes: list[Segment]) -> list[str]:
         " and ".join(", ".join(f"{k} = {v}" for k, v in s.segment.items()) for s in pair)
         for pair in pairs[:3]
     )
+    changes = Quantity.of([delta, *(c.contribution for c in causes)])
     return [
         f"root causes overlap (they share rows: {named}), so their shares add to "
-        f"{sum(shares):.0%} of the change"
+        f"{percent(sum(shares), sign=False)} of the total change of {changes.change(delta)}"
     ]
 
 

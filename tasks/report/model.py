@@ -453,7 +453,8 @@ def _investigation(r: Report, e: Explanation, q: _Quantities) -> None:
     numerator = _numerator(e)
     metric = text(e.metric.expression)
     other = {str(p.get("run_id")) for p in e.similar_investigations if p.get("same_data") is False}
-    r.hypotheses = [_hypothesis(h, metric, numerator, other) for h in e.hypotheses]
+    grain = text(e.metric.grain or "")
+    r.hypotheses = [_hypothesis(h, metric, numerator, other, grain) for h in e.hypotheses]
     reported = [s.model_dump() for s in [*e.root_causes, *e.drivers, *e.offsetting]]
     causes = [{"segment": c.segment, "aliases": c.aliases} for c in e.root_causes]
     ruled_out = {h.get("id") for h in e.hypotheses if h.get("status") == "ruled_out"}
@@ -532,24 +533,27 @@ def _single_aggregate(arguments: Mapping[str, Any], numerator: str = "") -> bool
     return written is not None and (not numerator or written == flat_expression(numerator))
 
 
-def _caveat(arguments: Mapping[str, Any], metric: str, numerator: str) -> str:
+def _caveat(arguments: Mapping[str, Any], metric: str, numerator: str, grain: str = "") -> str:
     """Whose figures an evidence line quotes when they are not the metric's own: a ratio's
-    numerator, or the rows counted (the data-quality check's rows per day)."""
+    numerator, the rows counted (the data-quality check's rows per day), or a metric asked per
+    ``grain`` (a day's average) computed over each whole period."""
     if numerator and _single_aggregate(arguments, numerator):
         return f"figures of {numerator}, the ratio's numerator, not of the ratio"
     written = aggregate_text(dict(arguments))
+    if grain and written == flat_expression(metric) and not arguments.get("grain"):
+        return f"figures of {metric} over each whole period, not its average per {grain}"
     if written == "count(*)" and written != flat_expression(metric):
         return f"figures are counts of rows, not {metric}"
     return ""
 
 
 def _hypothesis(
-    h: Mapping[str, Any], metric: str, numerator: str, other_data: set[str]
+    h: Mapping[str, Any], metric: str, numerator: str, other_data: set[str], grain: str = ""
 ) -> Hypothesis:
     status = h.get("status") if h.get("status") in STATUS else "inconclusive"
     lines = []
     for ev in h.get("evidence") or []:
-        caveat = _caveat(ev.get("arguments") or {}, metric, numerator)
+        caveat = _caveat(ev.get("arguments") or {}, metric, numerator, grain)
         lines.append(
             EvidenceLine(
                 text(ev.get("id")),

@@ -95,20 +95,47 @@ def _words(md: str) -> Iterator[str]:
         yield re.sub(r"\\(.)", r"\1", line)
 
 
-def _close(said: float, value: float) -> bool:
-    return abs(said - value) <= 0.051 + 1e-3 * abs(value)
+def _close(said: str, value: float, rounding: float = 0.0) -> bool:
+    """``said`` (a percent as printed) is ``value``, allowing for its own last place and for a
+    whole printed to ``rounding`` of itself (half its last place over its size)."""
+    places = len(said.split(".")[1]) if "." in said else 0
+    last = 0.5 * 10**-places + 0.001
+    return abs(_num(said) - value) <= last + abs(value) * (1e-3 + rounding)
 
 
-def _own(seg: dict[str, Any]) -> float | None:
+def _own(seg: dict[str, Any]) -> list[float]:
+    """A segment's own relative changes, in percent: over every day, and where a data problem
+    set days aside, over the days it has in both periods (``data_quality``)."""
     b, c = seg.get("baseline"), seg.get("comparison")
-    if not isinstance(b, int | float) or not isinstance(c, int | float) or not b:
-        return None
-    return (c - b) / abs(b) * 100
+    out = []
+    if isinstance(b, int | float) and isinstance(c, int | float) and b:
+        out.append((c - b) / abs(b) * 100)
+    dq = seg.get("data_quality") or {}
+    out += [dq[k] * 100 for k in ("move", "move_on_clean_days") if isinstance(dq.get(k), float)]
+    return out
 
 
-def _whole_after(rest: str, line: str) -> float | None:
+def _parts_of_own_move(seg: dict[str, Any]) -> list[float]:
+    """Shares of a segment's own move a data-quality note says (the missing data's part of its
+    move beyond the rest of the data), in percent."""
+    dq = seg.get("data_quality") or {}
+    u, clean = dq.get("unexpected"), dq.get("unexpected_on_clean_days")
+    if isinstance(u, float) and isinstance(clean, float) and u:
+        return [(u - clean) / u * 100]
+    return []
+
+
+def _rounding(number: str) -> float:
+    """Half the last printed place of ``number`` over its size."""
+    places = len(number.split(".")[1]) if "." in number else 0
+    size = abs(_num(number))
+    return 0.5 * 10**-places / size if size else 0.0
+
+
+def _whole_after(rest: str, line: str) -> tuple[str | None, str | None]:
     """The whole a share is of, as the sentence names it right after the percent (or, in a
-    list, once at its head: ``each with its part of the total change of -2,750: ...``)."""
+    list, once at its head: ``each with its part of the total change of -2,750: ...``), and
+    the part when the sentence states it too (``carries 95.9% of X's change (-117 of -122)``)."""
     for pattern in (
         rf"^ of {NUMBER} moved in either direction",
         rf"^ of [^()%;]*?\bof {NUMBER}",
@@ -116,12 +143,12 @@ def _whole_after(rest: str, line: str) -> float | None:
     ):
         m = re.match(pattern, rest)
         if m:
-            return _num(m.groups()[-1])
+            return m.groups()[-1], (m.group(1) if len(m.groups()) == 2 else None)
     if rest.startswith(")"):
         m = re.search(rf"part of (?:[^:]*?\bof {NUMBER}|{NUMBER} moved in either direction)", line)
         if m:
-            return _num(next(g for g in m.groups() if g))
-    return None
+            return next(g for g in m.groups() if g), None
+    return None, None
 
 
 def _beside(line: str, start: int, end: int, stop: int, names: dict[str, Any]) -> list[str]:
@@ -144,16 +171,28 @@ def _check_sentence(line: str, names: dict[str, list[dict[str, Any]]]) -> list[s
         beside = _beside(line, m.start(), m.end(), stop, names)
         if not beside:
             continue
-        said = _num(m.group(1))
+        said = m.group(1)
         rest = line[m.end():]
-        whole = _whole_after(rest, line)
-        ok = False
-        for seg in (s for name in beside for s in names[name]):
-            own = _own(seg)
-            if own is not None and _close(abs(said), abs(own)):
+        printed, stated = _whole_after(rest, line)
+        whole, rounding = (_num(printed), _rounding(printed)) if printed else (None, 0.0)
+        segs = [s for name in beside for s in names[name]]
+        if re.search(r"\b(together|add to)\b", line[: m.start()].rsplit(";", 1)[-1]):
+            # a share of the segments named together: their contributions added up
+            found_names = [n for n in names if n in line]
+            named = [n for n in found_names if not any(n != o and n in o for o in found_names)]
+            segs = [{"contribution": sum(names[n][0]["contribution"] for n in named)}]
+        ok = stated is not None and printed is not None and _close(
+            said, _num(stated) / _num(printed) * 100, rounding + _rounding(stated)
+        )
+        for seg in segs:
+            if any(_close(said.lstrip("+-"), abs(own)) for own in _own(seg)):
+                ok = True
+            if any(_close(said, x) for x in _parts_of_own_move(seg)):
                 ok = True
             part = seg.get("contribution")
-            if whole and isinstance(part, int | float) and _close(said, part / whole * 100):
+            if whole and isinstance(part, int | float) and _close(
+                said, part / whole * 100, rounding
+            ):
                 ok = True
         if not ok:
             wrong.append(f"{m.group(0)} beside {beside} (whole {whole}): {line.strip()[:300]}")
@@ -169,7 +208,7 @@ def _check_table(
         return []
     f = Figures.of(result)
     whole = f.gross if "all movement" in head else f.net
-    said = _num(share[:-1])
+    said = share[:-1]
     for seg in names[name]:
         part = seg.get("contribution")
         if isinstance(part, int | float) and whole and _close(said, part / whole * 100):
