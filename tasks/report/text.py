@@ -180,9 +180,12 @@ def data_first(result: dict[str, Any]) -> list[str]:
         return []
     absolute = change.get("absolute")
     word = "drop" if isinstance(absolute, int | float) and absolute < 0 else "rise"
-    shares = [s.get("share") for s in data]
-    share = sum(shares) if all(isinstance(x, int | float) for x in shares) else None
-    how_much = "" if share is None else f" ({min(share, 1.0) * 100:.0f}% of the change)"
+    parts = [s.get("contribution") for s in data]
+    how_much = (
+        f" ({share_in(sum(parts), Figures.of(result))})"
+        if all(isinstance(x, int | float) for x in parts)
+        else ""
+    )
     business = [s for s in moved if s and s.get("effect") != "data_quality"]
     rest = " The business causes below account for the rest." if business else ""
     kinds = {k for s in data for k in (s.get("data_quality") or {}).get("kinds", [])}

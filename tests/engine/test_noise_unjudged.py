@@ -20,6 +20,7 @@ from tasks.engine.explain import explain_change
 from tasks.engine.parse import build_question
 from tasks.engine.result import Explanation
 from tasks.ingest.load import load_files
+from tasks.report.charts import _waterfall_caption
 from tasks.report.markdown import render
 from tasks.report.text import noise_lines
 
@@ -118,7 +119,9 @@ def test_few_cells_without_days_say_the_noise_cannot_be_judged_and_show_the_move
         assert re.search(rf" {word} {own:.1f}% \(from ", line), line
         assert "drilldown" in section and '"value": "' + value + '"' in section
 
-    printed = noise_lines(e.model_dump(mode="json"))
+    result = e.model_dump(mode="json")
+    assert "cannot be judged" in _waterfall_caption(result)
+    printed = noise_lines(result)
     assert printed[0].startswith(why) and len(printed) == 1 + len(e.movers)
     assert all(f"source = {m.segment['source']} " in p for m, p in zip(e.movers, printed[1:]))
 
