@@ -276,15 +276,22 @@ def _investigate(
     result = json.loads((out / "result.json").read_text(encoding="utf-8"))
     c = result["change"]
     verdict = "significant" if c["significant"] else "not significant"
+    if c.get("noise_unjudged"):
+        verdict = "noise cannot be judged"
     rel = f"{c['relative'] * 100:+.1f}%" if c["relative"] is not None else "n/a"
     p = "n/a" if c["p_value"] is None else f"{c['p_value']:.2g}"
     expression = result["metric"]["expression"]
-    typer.echo(f"{printable(expression)}: {rel} ({verdict}, p={p})")
+    said = verdict if c.get("noise_unjudged") else f"{verdict}, p={p}"
+    typer.echo(f"{printable(expression)}: {rel} ({said})")
     figures = Figures.of(result)  # the report's formats, and its rule for offsetting moves
     for rc in result["root_causes"]:
         seg = ", ".join(f"{k}={v}" for k, v in rc["segment"].items())
         share = figures.share(rc["contribution"], rc["share"])
         typer.echo(f"  root cause: {printable(seg)}  ({rc['effect']}, {share})")
+    from tasks.report.text import noise_lines
+
+    for line in noise_lines(result):
+        typer.echo(f"  {printable(line)}")
     if result.get("global_shift"):
         typer.echo(f"  everything moved evenly ({result['global_shift']['effect']})")
     for d in result["data_quality"]:

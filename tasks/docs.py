@@ -125,7 +125,8 @@ MEANINGS: dict[tuple[str, str], str] = {
     ("PeriodValue", "days"): "Days in the period (date ranges).",
     ("Change", "absolute"): "comparison - baseline.",
     ("Change", "relative"): "(comparison - baseline) / baseline.",
-    ("Change", "significant"): "False: the move is within the noise, and no root causes are named.",
+    ("Change", "significant"): "False: the move is within the noise (or, with "
+    "`noise_unjudged`, the noise cannot be measured), and no root causes are named.",
     ("Change", "p_value"): "Of the overall change (a move sharp in one segment counts).",
     ("Segment", "baseline"): "The segment's metric in the baseline period.",
     ("Segment", "comparison"): "The segment's metric in the comparison period.",

@@ -60,7 +60,8 @@ class ProposeHypothesesInput(BaseModel):
 
 
 def engine_summary(e: Explanation, limit: int = 8) -> dict[str, Any]:
-    """The engine's answer, small: change, root causes, top drivers, shift, data quality."""
+    """The engine's answer, small: change, root causes, top drivers, the largest moves where the
+    noise cannot be judged, shift, data quality."""
 
     def seg(s: Any) -> dict[str, Any]:
         keys = (
@@ -83,6 +84,8 @@ def engine_summary(e: Explanation, limit: int = 8) -> dict[str, Any]:
         "root_causes": [seg(s) for s in e.root_causes],
         "drivers": [seg(s) for s in e.drivers[:limit]],
         "offsetting": [seg(s) for s in e.offsetting[: limit // 2]],
+        # the largest moves, as facts, where the noise cannot be judged (change.noise_unjudged)
+        "movers": [seg(s) for s in e.movers],
         "global_shift": seg(e.global_shift) if e.global_shift else None,
         "data_quality": [d.message for d in e.data_quality],
         "dimensions": e.dimensions,

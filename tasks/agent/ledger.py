@@ -23,8 +23,8 @@ from sql_tools.output import (
     finite,
     gross_movement,
     percent,
-    share_text,
 )
+from sql_tools.words import share_of, share_of_gross
 from tasks.agent.models import LedgerEntry
 from tasks.agent.untrusted import to_json
 
@@ -167,9 +167,16 @@ def _share(payload: dict[str, Any], changes: Quantity) -> str:
         # the rows left out hold part of the gross movement: a share of it would overstate
         if abs(delta) > GROSS_FACTOR * abs(net):
             return f"{changes.change(delta)} against a net change of {changes.change(net)}"
-        return f"{percent(share if finite(share) else delta / net, sign=False)} of the delta"
+        return share_of(delta, net, changes, QUERY_TOTAL)
     gross = gross_movement(net, [r.get("delta") for r in rows])
-    return share_text(delta, net, gross, changes, "the delta")
+    if gross:
+        return share_of_gross(delta, gross, net, changes)
+    return share_of(delta, net, changes, QUERY_TOTAL)
+
+
+QUERY_TOTAL = "the query's total change"
+"""What a tool call's largest move is a share of: the change of every row the call matched (a
+filtered call's total is its filter's change, not the metric's)."""
 
 
 class Ledger:

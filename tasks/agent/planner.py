@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sql_tools.output import Figures, Quantity, gross_movement, percent, share_text
+from sql_tools.output import Figures, Quantity, gross_movement, share_text
+from sql_tools.words import share_in
 from tasks.agent.ledger import formats
 from tasks.agent.models import Hypothesis
 from tasks.agent.session import Session
@@ -217,14 +218,19 @@ def plan_hypothesis(session: Session, q: Question, e: Explanation, plan: dict[st
     kind = plan.get("kind", "cause")
     if kind == "real":
         _, payload, entry = session.call("metric_compare_periods", compare_arguments(q))
-        verdict = "ruled_out" if not e.change.significant else "confirmed"
+        unjudged = e.change.noise_unjudged
+        verdict = "ruled_out" if not e.change.significant and not unjudged else "inconclusive"
+        summary = (
+            f"The change is within the noise (p = {e.change.p_value:.2g}; {e.change.method})."
+            if not unjudged
+            else f"Neither shown nor ruled out: {unjudged}."
+        )
         session.call(
             "conclude",
             {
-                "status": verdict if verdict == "ruled_out" else "inconclusive",
-                "confidence": "high" if (e.change.p_value or 0) > 0.2 else "medium",
-                "summary": f"The change is within the noise (p = {e.change.p_value:.2g}; "
-                f"{e.change.method}).",
+                "status": verdict,
+                "confidence": "high" if (e.change.p_value or 0) > 0.2 and not unjudged else "low",
+                "summary": summary[0].upper() + summary[1:],
                 "evidence": [entry.id],
             },
         )
@@ -351,7 +357,7 @@ def _finding_verdict(
                 "status": "confirmed",
                 "confidence": "high" if strong else "medium",
                 "summary": f"{what}: the gate accepted the finding"
-                + (f" ({figures.share(part, share)})." if part is not None else "."),
+                + (f" ({share_in(part, figures)})." if part is not None else "."),
                 "evidence": ids,
             },
         )
@@ -444,6 +450,11 @@ def _plan_parent(session: Session, q: Question, e: Explanation, child: dict[str,
     if q.metric.kind == "ratio":
         numerator = q.metric.expression.split("/", 1)[0].strip()
         summary += f" (Figures of {numerator}, the ratio's numerator, not of the ratio.)"
+    elif q.metric.grain:
+        summary += (
+            f" (Figures of {q.metric.expression} over each whole period, not its average per "
+            f"{q.metric.grain}.)"
+        )
     session.call(
         "conclude",
         {
@@ -502,7 +513,8 @@ def _accounted(e: Explanation, figures: Figures) -> str:
         return f": the root causes pull in opposite directions ({moved} moved for a net {net})."
     if share is None:
         return "."
-    return f": the root causes account for {percent(share, sign=False)} of it."
+    total = sum(c.contribution for c in e.root_causes)
+    return f": the root causes account for {share_in(total, figures)}."
 
 
 def _not_the_data(e: Explanation) -> str:
@@ -510,6 +522,8 @@ def _not_the_data(e: Explanation) -> str:
     kinds = ", ".join(sorted({d.kind.replace("_", " ") for d in e.data_quality}))
     moved = [*e.root_causes, e.global_shift]
     notes = [s.data_quality.message for s in moved if s is not None and s.data_quality]
+    if e.change.noise_unjudged:
+        return f"The checks found {kinds}; whether the change is more than noise cannot be judged."
     if not e.change.significant:
         return f"The checks found {kinds}, but the change is within the noise."
     if notes:

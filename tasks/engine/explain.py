@@ -34,6 +34,7 @@ from tasks.engine.result import (
 )
 from tasks.engine.search import (
     Leaves,
+    MIN_DAYS,
     Search,
     additive_leaves,
     ratio_leaves,
@@ -48,6 +49,7 @@ from tasks.engine.segments import (
     _finite,
     _global_shift,
     _index_of,
+    _largest_moves,
     _overlap_notes,
     _same_rows,
     _segment,
@@ -298,8 +300,15 @@ def _explained(
         if told is not found:
             found, global_shift = told, None
             causes = _picked(cube, contrib, found)
+    movers: list[Segment] = []
     if not change.significant:
-        notes.append("the change is within the noise; no root causes are named")
+        unjudged = _noise_unjudged(cube, found, days)
+        if unjudged is None:
+            notes.append("the change is within the noise; no root causes are named")
+        else:
+            change = change.model_copy(update={"noise_unjudged": unjudged})
+            notes.append(f"{unjudged}; no root causes are named, and the largest moves are listed")
+            movers = one_name_each(cube, contrib, _largest_moves(cube, contrib, eligible))[0]
         causes = []
     quality = checks.result()
     assign_data_quality(
@@ -312,12 +321,14 @@ def _explained(
     drivers, offsetting = _besides(causes, drivers), _besides(causes, offsetting)
     for c in [*causes, *drivers, *offsetting]:
         c.evidence = _evidence(ctx, q, c.segment)
-    for c in causes:
+    for c in movers:
+        c.evidence = _evidence(ctx, q, c.segment)
+    for c in [*causes, *movers]:
         _verify(ctx, q, c, cells)
-    for c in [*causes, *drivers, *offsetting]:
+    for c in [*causes, *drivers, *offsetting, *movers]:
         c.share = c.contribution / delta if delta else None
     explained = sum(c.contribution for c in causes) / delta if delta and causes else None
-    notes += _overlap_notes(causes)
+    notes += _overlap_notes(causes, delta)
     if kind == "distinct":
         notes.append(
             "distinct counts do not add up across segments: a root cause's figures count its own "
@@ -350,6 +361,7 @@ def _explained(
         root_causes=causes,
         drivers=drivers,
         offsetting=offsetting,
+        movers=movers,
         global_shift=global_shift if change.significant else None,
         explained_share=explained,
         data_quality=quality,
@@ -549,6 +561,40 @@ def _significance(
             "the change is compared with how much the "
             f"{len(leaves.v):,} most specific segments vary around their expected values"
         ),
+    )
+
+
+def _noise_unjudged(cube: Cube, found: Search, days: tuple[float, float] | None) -> str | None:
+    """Why the data cannot say what noise is, or None when it can.
+
+    A cell (a leaf: one combination of the searched columns) has a spread of its own only
+    from its days: with fewer than ``MIN_DAYS`` days holding rows in a period (or periods given
+    by label), the noise is measured across the cells, on their own moves. The leaves' noise
+    units are scaled so their squares average to one over the cells, so no cell can stand
+    further than ``sqrt(n)`` units from the rest unless it lies far outside them all; with
+    ``n`` no larger than ``z**2`` (``z``: the bound a segment must clear after allowing for
+    every segment searched), no move could have stood out, and "within the noise" would say
+    nothing about the data.
+    """
+    if days is not None and min(days) >= MIN_DAYS:
+        return None
+    n = len(cube.leaf_codes)
+    if n > found.z_crit**2:
+        return None
+    leaf = cube.leaf
+    one_row = "rowsb" in leaf and bool(np.all(leaf["rowsb"] <= 1) and np.all(leaf["rowsc"] <= 1))
+    cells = f"{n} cell" + ("" if n == 1 else "s")
+    if one_row:
+        cells += " with one row each" if n > 1 else " with one row"
+    if days is None:
+        repeat = "periods not split into days"
+    else:
+        seen = int(min(days))
+        repeat = f"rows on only {seen} day{'' if seen == 1 else 's'} of a period"
+    return (
+        f"the noise cannot be judged from {cells}: with {repeat}, no cell has a spread of its "
+        f"own, so a cell's move can only be set against the other cells' moves, and {n} "
+        f"{'is' if n == 1 else 'are'} too few for any one to stand out from the rest"
     )
 
 

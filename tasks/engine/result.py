@@ -110,6 +110,12 @@ class Change(BaseModel):
     significant: bool
     p_value: float | None
     method: str = Field(description="How significance was judged, in words.")
+    noise_unjudged: str | None = Field(
+        default=None,
+        description="Set when the data cannot say what noise is (too few cells, none with days "
+        "of its own to measure a spread on): why, in one plain sentence. ``significant`` is then "
+        "false without meaning \"within the noise\", and ``movers`` lists the largest moves.",
+    )
 
 
 class PeriodValue(BaseModel):
@@ -140,6 +146,11 @@ class Explanation(BaseModel):
         default=[], description="Ranked candidate segments, in the direction of the change."
     )
     offsetting: list[Segment] = Field(default=[], description="Segments that moved against it.")
+    movers: list[Segment] = Field(
+        default=[],
+        description="Only when ``change.noise_unjudged`` is set: the largest moves, as measured "
+        "facts (not causes, not tested), each with the query that reproduces it.",
+    )
     global_shift: Segment | None = Field(
         default=None, description="A move that hit everything evenly, if there was one."
     )

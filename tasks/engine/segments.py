@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from sql_tools.output import Quantity, percent
 from tasks.engine import significance as sig
 from tasks.engine.cube import Cube
 from tasks.engine.result import Segment
@@ -18,6 +19,8 @@ from tasks.engine.select import choose
 from tasks.engine.spec import Question
 
 MAX_DRIVERS = 15
+MAX_MOVERS = 5
+"""Largest moves listed when the noise cannot be judged (``Explanation.movers``)."""
 
 
 def _finite(t: dict[str, float | None]) -> bool:
@@ -230,9 +233,10 @@ def _leaf_members(cube: Cube, i: int) -> np.ndarray:
     return (cube.leaf_codes[:, cols] == cube.seg_codes[i, cols]).all(axis=1)
 
 
-def _overlap_notes(causes: list[Segment]) -> list[str]:
-    """Say so when root causes' shares add to more than the whole change because some of them
-    hold the same rows (two segments overlap unless they set one column to different values)."""
+def _overlap_notes(causes: list[Segment], delta: float | None = None) -> list[str]:
+    """Say so when root causes' shares add to more than the whole change (``delta``) because
+    some of them hold the same rows (two segments overlap unless they set one column to
+    different values)."""
     shares = [c.share for c in causes if c.share is not None and c.share > 0]
     if sum(shares) <= 1.05:
         return []
@@ -248,9 +252,10 @@ def _overlap_notes(causes: list[Segment]) -> list[str]:
         " and ".join(", ".join(f"{k} = {v}" for k, v in s.segment.items()) for s in pair)
         for pair in pairs[:3]
     )
+    changes = Quantity.of([delta, *(c.contribution for c in causes)])
     return [
         f"root causes overlap (they share rows: {named}), so their shares add to "
-        f"{sum(shares):.0%} of the change"
+        f"{percent(sum(shares), sign=False)} of the total change of {changes.change(delta)}"
     ]
 
 
@@ -349,6 +354,29 @@ def _drivers(
         if len(with_) >= MAX_DRIVERS and len(against) >= MAX_DRIVERS:
             break
     return with_, against
+
+
+def _largest_moves(
+    cube: Cube, contrib: dict[str, np.ndarray], eligible: np.ndarray, limit: int = MAX_MOVERS
+) -> list[Segment]:
+    """The segments that moved the most, as facts: ranked by the size of their contribution
+    (the broader segment first on a tie), one per family of segments inside or above one
+    another, so no move is listed twice under two names. Untested: no p-value, not significant."""
+    c = np.abs(contrib["contribution"])
+    depth = cube.seg_mask.sum(axis=1)
+    taken = np.zeros(len(c), dtype=bool)
+    out: list[Segment] = []
+    for i in np.lexsort((depth, -c)):
+        i = int(i)
+        if i == 0 or taken[i] or not eligible[i] or not c[i] > 0:
+            continue
+        seg = _segment(cube, contrib, i, 1.0)
+        seg.p_value, seg.significant = None, False
+        out.append(seg)
+        taken |= _related(cube, i)
+        if len(out) >= limit:
+            break
+    return out
 
 
 def _follows_from_causes(found: Search, i: int) -> bool:

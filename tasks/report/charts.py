@@ -509,6 +509,8 @@ def waterfall_png(result: dict[str, Any]) -> bytes | None:
     moved = f"{Figures.of(result).changes.change(c.get('absolute'))} ({percent(c.get('relative'))})"
     if c.get("significant"):
         headline = f"Why {name} moved: {moved}"
+    elif c.get("noise_unjudged"):
+        headline = f"{name} moved {moved}: the noise cannot be judged"
     else:
         headline = f"{name} moved {moved}: within the normal noise"
     with _canvas():
@@ -567,6 +569,8 @@ def _waterfall_caption(result: dict[str, Any]) -> str:
         )
     if (result.get("change") or {}).get("significant"):
         return "No single segment stands out: the change is spread across the data."
+    if (result.get("change") or {}).get("noise_unjudged"):
+        return "The noise cannot be judged from these data, so no segment is named."
     return "The change is within the normal noise, so no segment is named."
 
 

@@ -15,12 +15,31 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sql_tools.output import Figures, dumps, number, percent, printable_line, signed
+from sql_tools.output import (
+    Figures,
+    Quantity,
+    dumps,
+    gross_movement,
+    number,
+    percent,
+    printable_line,
+    signed,
+)
 from sql_tools.output import finite as _finite
 from tasks.engine.result import Explanation, Segment
 from tasks.agent.ledger import aggregate_text, flat_expression
 from tasks.report.command import tool_command
-from tasks.report.text import data_first, other_movers, reported_name, short_aliases
+from tasks.report.text import (
+    data_first,
+    other_movers,
+    own_change,
+    reported_name,
+    gross_text,
+    share_of,
+    share_of_gross,
+    short_aliases,
+    whole_text,
+)
 
 STATUS = {"confirmed": "Confirmed", "ruled_out": "Ruled out", "inconclusive": "Inconclusive"}
 
@@ -69,12 +88,14 @@ class Row:
 
 @dataclass(frozen=True)
 class Mover:
-    """A segment named in a sentence with its contribution (folded movers, the headline)."""
+    """A segment named in a sentence: its own move (``fell 96.0% (from 50 to 2)``, empty for an
+    even shift of everything), its contribution, and that as a share of a named whole."""
 
     name: Name
     contribution: str
-    relative: str = ""
-    word: str = ""
+    moved: str = ""
+    share: str = ""
+    check: Check | None = None
 
 
 @dataclass(frozen=True)
@@ -150,6 +171,8 @@ class Report:
     significant: bool
     p: str
     method: str
+    noise_unjudged: str = ""
+    movers: list[Mover] = field(default_factory=list)
     data_first: str = ""
     data_first_notes: list[str] = field(default_factory=list)
     hides: str = ""
@@ -160,6 +183,8 @@ class Report:
     together: str = ""
     cause_notes: list[str] = field(default_factory=list)
     folded: list[Mover] = field(default_factory=list)
+    folded_more: str = ""
+    folded_of: str = ""
     rest: str = ""
     shift: str = ""
     shift_why: str = ""
@@ -198,6 +223,7 @@ def build(e: Explanation, db: str | None = None) -> Report:
         significant=e.change.significant,
         p=p_text(e.change.p_value),
         method=text(e.change.method, 400),
+        noise_unjudged=text(e.change.noise_unjudged or "", 600),
     )
     first = data_first(e.model_dump(mode="json", include={"change", "root_causes", "global_shift"}))
     if first:
@@ -209,17 +235,18 @@ def build(e: Explanation, db: str | None = None) -> Report:
         r.share_head = "share of all movement"
         r.hides, r.hides_movers = _hides(e, causes, q)
     if e.change.significant:
-        r.causes = [q.row(s) for s in causes]
+        r.causes = [q.row(s, *_verdict(e, s)) for s in causes]
         r.together = _together(e, q)
         r.cause_notes = [
             text(s.data_quality.message, 600)
             for s in causes
             if s.data_quality is not None and s.effect != "data_quality"
-        ]
+        ] + _ruled_out_notes(e, causes)
         r.rest = _rest(e, q)
         if e.global_shift is not None:
             r.shift, r.shift_why = _shift(e.global_shift, q)
     _movers(r, e, q)
+    r.movers = [_mover(s, q, _whole(e, e.movers), db) for s in e.movers]
     _investigation(r, e, q)
     r.checks = _checks(e, db)
     r.searched, r.search_details = _searched(e)
@@ -248,6 +275,32 @@ class _Quantities:
 
     def change(self, x: Any) -> str:
         return signed(x, self.contribution)
+
+    def of_total(self, part: Any, gross: float | None = None, units: bool = False) -> str:
+        """``part`` as a share with its whole named: of the total change, or (in units too) of
+        the movement in either direction when opposite moves hide in the net (``gross``, else
+        the causes')."""
+        gross = gross if gross is not None else self.gross
+        changes = Quantity(self.contribution)
+        if gross:
+            return share_of_gross(part, gross, self.net, changes)
+        return share_of(part, self.net, changes, units=units)
+
+    def whole(self) -> str:
+        """What :meth:`part` is a share of, its figure said."""
+        changes = Quantity(self.contribution)
+        return gross_text(self.gross, self.net, changes) if self.gross else whole_text(
+            self.net, changes
+        )
+
+    def part(self, part: Any) -> str:
+        """``part`` as a percent of :meth:`whole` (said once beside a list of such parts)."""
+        whole = self.gross or self.net
+        return percent(part / whole, sign=False) if _finite(part) and whole else "n/a"
+
+    def moved(self, s: Segment) -> str:
+        """A segment's own move in words (empty for an even shift: it has no values)."""
+        return own_change(s.baseline, s.comparison, Quantity(self.values)) if s.segment else ""
 
     def share(self, s: Segment) -> str:
         """Of the net change, or of the gross movement when opposite moves hide in the net."""
@@ -298,14 +351,8 @@ def _direction(x: Any) -> str:
 
 def _hides(e: Explanation, causes: Sequence[Segment], q: _Quantities) -> tuple[str, list[Mover]]:
     """The headline's warning: the net change hides larger moves that cancel out."""
-    base = e.baseline.value
     movers = [
-        Mover(
-            Name.of(s.segment),
-            q.change(s.contribution),
-            percent(s.contribution / base) if _finite(base) and base else "",
-            "rise" if s.contribution > 0 else "fall",
-        )
+        Mover(Name.of(s.segment), q.change(s.contribution), q.moved(s))
         for s in sorted(_movements(e), key=lambda s: -abs(s.contribution))[:3]
     ]
     return f"net {percent(e.change.relative)}", movers
@@ -324,7 +371,7 @@ def _together(e: Explanation, q: _Quantities) -> str:
         )
     share = e.explained_share
     if _finite(share) and 0 <= share <= 1:
-        return f"Together they account for {percent(share, sign=False)} of the change."
+        return f"Together they account for {q.of_total(total)}."
     return f"Together they move it by {q.change(total)}, against a net change of {q.change(q.net)}."
 
 
@@ -339,7 +386,7 @@ def _rest(e: Explanation, q: _Quantities) -> str:
     rest = _rest_value(e)
     if rest is None:
         return ""
-    share = f" ({percent(rest / q.net, sign=False)} of the change)" if q.net and not q.gross else ""
+    share = f" ({q.of_total(rest)})" if q.net and not q.gross else ""
     where = (
         "an even shift across all the data (below) and many small moves"
         if e.global_shift is not None
@@ -354,12 +401,9 @@ def _shift(g: Segment, q: _Quantities) -> tuple[str, str]:
         why = text(g.data_quality.message.rstrip("."), 600)
     elif g.effect == "data_quality":
         why = "it matches the data-quality problems above"
-    share = percent(g.share) if not q.gross else percent(g.contribution / q.gross)
-    return f"{q.change(g.contribution)} ({share} of the {_of(q)})", why
-
-
-def _of(q: _Quantities) -> str:
-    return "gross movement" if q.gross else "change"
+    if q.gross:
+        return q.of_total(g.contribution), why
+    return f"{q.change(g.contribution)} ({q.of_total(g.contribution)})", why
 
 
 def _movers(r: Report, e: Explanation, q: _Quantities) -> None:
@@ -367,6 +411,7 @@ def _movers(r: Report, e: Explanation, q: _Quantities) -> None:
     (left out); those the causes explain are folded into one sentence; the rest are tables."""
     causes = [c.model_dump() for c in e.root_causes]
     seen: set[str] = set()
+    folded: list[float] = []
     for key, rows, limit in (("against", e.offsetting, 5), ("others", e.drivers, 10)):
         dumped = [s.model_dump() for s in rows]
         by_id = {id(d): s for d, s in zip(dumped, rows, strict=True)}
@@ -378,11 +423,26 @@ def _movers(r: Report, e: Explanation, q: _Quantities) -> None:
                 continue
             seen.add(name.plain)
             if rel == "explained":
-                r.folded.append(Mover(name, q.change(s.contribution)))
+                r.folded.append(Mover(name, q.change(s.contribution), share=q.part(s.contribution)))
+                folded.append(s.contribution)
             elif len(shown) < limit:
                 note = "part of root cause" if rel == "part" else ""
                 shown.append(q.row(s, note, Name.of(seg) if rel == "part" else None))
         setattr(r, key, shown)
+    r.folded_of = q.whole()
+    order = sorted(range(len(folded)), key=lambda k: -abs(folded[k]))
+    r.folded = [r.folded[k] for k in order[:MAX_FOLDED]]
+    rest = [folded[k] for k in order[MAX_FOLDED:]]
+    if rest:
+        r.folded_more = (
+            f"{len(rest)} smaller one{'' if len(rest) == 1 else 's'}, none beyond "
+            f"{number(max(abs(c) for c in rest), q.contribution)} in either direction"
+        )
+
+
+MAX_FOLDED = 3
+"""Segments a "folded into the root causes" sentence names, largest first; the rest are counted
+with the largest of their moves, so the sentence stays short and hides no large move."""
 
 
 def _investigation(r: Report, e: Explanation, q: _Quantities) -> None:
@@ -393,14 +453,18 @@ def _investigation(r: Report, e: Explanation, q: _Quantities) -> None:
     numerator = _numerator(e)
     metric = text(e.metric.expression)
     other = {str(p.get("run_id")) for p in e.similar_investigations if p.get("same_data") is False}
-    r.hypotheses = [_hypothesis(h, metric, numerator, other) for h in e.hypotheses]
+    grain = text(e.metric.grain or "")
+    r.hypotheses = [_hypothesis(h, metric, numerator, other, grain) for h in e.hypotheses]
     reported = [s.model_dump() for s in [*e.root_causes, *e.drivers, *e.offsetting]]
     causes = [{"segment": c.segment, "aliases": c.aliases} for c in e.root_causes]
+    ruled_out = {h.get("id") for h in e.hypotheses if h.get("status") == "ruled_out"}
     for f in e.findings:
         written = f.get("segment") or {}
         if _names_cause(written, causes):
             continue
         if f.get("status") != "accepted":
+            if f.get("hypothesis_id") in ruled_out:
+                continue  # said under Hypotheses, as ruled out, with the same critique
             critique = text(f.get("critique"), 400)
             r.dismissed.append((Name.of(written), text(f.get("category")), critique))
             continue
@@ -469,24 +533,27 @@ def _single_aggregate(arguments: Mapping[str, Any], numerator: str = "") -> bool
     return written is not None and (not numerator or written == flat_expression(numerator))
 
 
-def _caveat(arguments: Mapping[str, Any], metric: str, numerator: str) -> str:
+def _caveat(arguments: Mapping[str, Any], metric: str, numerator: str, grain: str = "") -> str:
     """Whose figures an evidence line quotes when they are not the metric's own: a ratio's
-    numerator, or the rows counted (the data-quality check's rows per day)."""
+    numerator, the rows counted (the data-quality check's rows per day), or a metric asked per
+    ``grain`` (a day's average) computed over each whole period."""
     if numerator and _single_aggregate(arguments, numerator):
         return f"figures of {numerator}, the ratio's numerator, not of the ratio"
     written = aggregate_text(dict(arguments))
+    if grain and written == flat_expression(metric) and not arguments.get("grain"):
+        return f"figures of {metric} over each whole period, not its average per {grain}"
     if written == "count(*)" and written != flat_expression(metric):
         return f"figures are counts of rows, not {metric}"
     return ""
 
 
 def _hypothesis(
-    h: Mapping[str, Any], metric: str, numerator: str, other_data: set[str]
+    h: Mapping[str, Any], metric: str, numerator: str, other_data: set[str], grain: str = ""
 ) -> Hypothesis:
     status = h.get("status") if h.get("status") in STATUS else "inconclusive"
     lines = []
     for ev in h.get("evidence") or []:
-        caveat = _caveat(ev.get("arguments") or {}, metric, numerator)
+        caveat = _caveat(ev.get("arguments") or {}, metric, numerator, grain)
         lines.append(
             EvidenceLine(
                 text(ev.get("id")),
@@ -531,8 +598,57 @@ def _checks(e: Explanation, db: str | None) -> list[Check]:
             if f is not None:
                 out.append(Check(name, sql=str(f["sql"]), params=dumps(f.get("params") or {})))
             continue
-        arguments = dumps(args).replace("`", "\\u0060")
-        out.append(Check(name, command=tool_command(s.evidence.tool, db, arguments)))
+        out.append(_check(s, db))
+    return out
+
+
+def _check(s: Segment, db: str | None) -> Check:
+    """The ``drilldown tool`` command that shows segment ``s`` (its evidence's tool call)."""
+    assert s.evidence is not None
+    arguments = dumps(s.evidence.arguments).replace("`", "\\u0060")
+    return Check(Name.of(s.segment), command=tool_command(s.evidence.tool, db, arguments))
+
+
+def _whole(e: Explanation, segments: Sequence[Segment]) -> float | None:
+    """The movement in either direction when ``segments`` pull apart in a small net change
+    (their shares are then of it), else None (shares of the total change)."""
+    return gross_movement(e.change.absolute, [s.contribution for s in segments])
+
+
+def _mover(s: Segment, q: _Quantities, gross: float | None, db: str | None) -> Mover:
+    """One of the largest moves, as a fact: its own move, its part of the change and the
+    command that shows it."""
+    check = _check(s, db) if s.evidence is not None else None
+    share = q.of_total(s.contribution, gross or 0.0, units=True)
+    return Mover(Name.of(s.segment, s.aliases), q.change(s.contribution), q.moved(s), share, check)
+
+
+def _hypothesis_of(e: Explanation, s: Segment) -> Mapping[str, Any] | None:
+    """The hypothesis about root cause ``s`` (under any of its names), if one was investigated."""
+    names = {_key(n) for n in (s.segment, *s.aliases)}
+    return next((h for h in e.hypotheses if _key(h.get("segment") or {}) in names), None)
+
+
+def _key(segment: Mapping[str, Any]) -> frozenset[tuple[str, str]]:
+    return frozenset((str(k), str(v)) for k, v in segment.items())
+
+
+def _verdict(e: Explanation, s: Segment) -> tuple[str, Name | None]:
+    """A root cause's table note when its own hypothesis was ruled out."""
+    h = _hypothesis_of(e, s)
+    if h is not None and h.get("status") == "ruled_out":
+        return "its hypothesis was ruled out (below): not confirmed as a cause", None
+    return "", None
+
+
+def _ruled_out_notes(e: Explanation, causes: Sequence[Segment]) -> list[str]:
+    """Why a root cause the search named is not confirmed: its hypothesis's verdict."""
+    out = []
+    for s in causes:
+        h = _hypothesis_of(e, s)
+        if h is not None and h.get("status") == "ruled_out":
+            summary = text(h.get("summary"), 600).rstrip(".")
+            out.append(f"{Name.of(s.segment).plain}: ruled out by its hypothesis: {summary}.")
     return out
 
 
@@ -543,17 +659,21 @@ def _searched(e: Explanation) -> tuple[str, str]:
     segments = stats.get("segments")
     count = f"{segments:,} segments" if isinstance(segments, int) else "the segments"
     depth = stats.get("max_depth")
+    combos = (
+        f" and every combination of up to {depth} of them"
+        if isinstance(depth, int) and depth > 1 and len(stats.get("search_dimensions") or []) != 1
+        else ""
+    )
     sentence = (
-        f"Searched {count} over {dims or 'the columns'} (up to {depth} columns at a time: "
-        "every value and every combination). A segment is named only when its move stands out "
-        "from chance after allowing for searching that many."
+        f"Searched {count} over {dims or 'the columns'}: every value of each column{combos}. "
+        "A segment is named only when its move stands out from chance, allowing for how many "
+        "were looked at."
     )
     details = [
-        f"{label}: {stats[key]:,}"
-        for key, label in (
-            ("segments", "segments searched"),
-            ("segments_tested", "segments tested for significance"),
-            ("leaves", "most specific segments"),
+        phrase.format(stats[key])
+        for key, phrase in (
+            ("segments_tested", "{:,} of them large enough to compare with the noise"),
+            ("leaves", "built from {:,} finest groups of rows"),
         )
         if isinstance(stats.get(key), int)
     ]

@@ -13,7 +13,16 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sql_tools.output import printable_line
+from sql_tools.output import Figures, gross_movement, printable_line
+from sql_tools.words import (  # noqa: F401  (the report's words for a segment's change)
+    gross_text,
+    own_change,
+    own_relative,
+    share_in,
+    share_of,
+    share_of_gross,
+    whole_text,
+)
 
 # Said once above a list of similar past investigations when some of them read other data.
 OTHER_DATA_NOTE = (
@@ -65,6 +74,28 @@ def fmt(x: float | None, kind: str = "number", decimals: int | None = None) -> s
     if abs(x) >= 1:
         return f"{x:,.2f}"
     return f"{x:.4g}"
+
+
+def noise_lines(result: Mapping[str, Any]) -> list[str]:
+    """The console's words when the noise cannot be judged (``change.noise_unjudged``): why,
+    then each of the largest moves (``movers``) as a fact, with its share of a named whole."""
+    why = (result.get("change") or {}).get("noise_unjudged")
+    if not why:
+        return []
+    f = Figures.of(result)
+    movers = list(result.get("movers") or [])
+    net = (result.get("change") or {}).get("absolute")
+    gross = gross_movement(net, [m.get("contribution") for m in movers])
+    out = [f"{why}; the largest moves, as measured (not causes):"]
+    for m in movers:
+        name = ", ".join(f"{k} = {v}" for k, v in (m.get("segment") or {}).items())
+        part = m.get("contribution")
+        share = share_of_gross(part, gross, net, f.changes) if gross else share_of(
+            part, net, f.changes, units=True
+        )
+        moved = own_change(m.get("baseline"), m.get("comparison"), f.values)
+        out.append(f"{name} {moved}: {share}")
+    return out
 
 
 def segment_text(seg: dict[str, Any], aliases: Sequence[dict[str, Any]] = ()) -> str:
@@ -149,9 +180,12 @@ def data_first(result: dict[str, Any]) -> list[str]:
         return []
     absolute = change.get("absolute")
     word = "drop" if isinstance(absolute, int | float) and absolute < 0 else "rise"
-    shares = [s.get("share") for s in data]
-    share = sum(shares) if all(isinstance(x, int | float) for x in shares) else None
-    how_much = "" if share is None else f" ({min(share, 1.0) * 100:.0f}% of the change)"
+    parts = [s.get("contribution") for s in data]
+    how_much = (
+        f" ({share_in(sum(parts), Figures.of(result))})"
+        if all(isinstance(x, int | float) for x in parts)
+        else ""
+    )
     business = [s for s in moved if s and s.get("effect") != "data_quality"]
     rest = " The business causes below account for the rest." if business else ""
     kinds = {k for s in data for k in (s.get("data_quality") or {}).get("kinds", [])}

@@ -169,8 +169,9 @@ def test_overlapping_root_causes_say_so():
     a = Segment(segment={"platform": "ios"}, contribution=-80.0, share=0.8)
     b = Segment(segment={"country": "US"}, contribution=-60.0, share=0.6)
     c = Segment(segment={"platform": "web"}, contribution=-60.0, share=0.6)
-    (note,) = _overlap_notes([a, b])
-    assert "platform = ios and country = US" in note and "140%" in note
+    (note,) = _overlap_notes([a, b], -100.0)
+    assert "platform = ios and country = US" in note
+    assert "add to 140.0% of the total change of -100" in note
     assert _overlap_notes([a, c]) == []  # disjoint: their shares may add up past the change
     assert _overlap_notes([a]) == []
 

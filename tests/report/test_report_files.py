@@ -392,7 +392,7 @@ def test_page_names_the_root_cause_with_its_numbers(demo: dict[str, Any], page: 
         rc["effect"],
         f"{rc['p_value']:.2g}",
     ]
-    assert "Together they account for 80.3% of the change." in section
+    assert "Together they account for 80.3% of the total change of -2,750." in section
 
 
 def test_page_lists_every_hypothesis_with_verdict_and_sql(demo: dict[str, Any], page: str) -> None:
@@ -415,9 +415,15 @@ def test_page_lists_every_hypothesis_with_verdict_and_sql(demo: dict[str, Any], 
     assert "<h2>Findings</h2>" not in page
     findings = page.split("Each finding's numbers were re-computed", 1)[1]
     dismissed = [f for f in demo["result"]["findings"] if f["status"] != "accepted"]
-    assert dismissed and "Dismissed by the evidence gate" in findings
+    ruled_out = {h["id"] for h in hyps if h["status"] == "ruled_out"}
+    assert dismissed
     for f in dismissed:
-        assert f["critique"] in html.unescape(findings)
+        # a finding of a ruled-out hypothesis is said there, with its critique, once
+        where = html.unescape(page if f["hypothesis_id"] in ruled_out else findings)
+        assert where.count(f["critique"]) == 1
+    assert ("Dismissed by the evidence gate" in findings) is any(
+        f["hypothesis_id"] not in ruled_out for f in dismissed
+    )
 
 
 def test_page_is_standalone_and_inert(demo: dict[str, Any], page: str) -> None:
@@ -641,7 +647,8 @@ def test_movers_that_follow_from_the_root_causes_are_marked(
     us = next(d for d in r["drivers"] if d["segment"] == {"country": "US"})
     assert us["explained_by_root_causes"] is True
     text = (demo["out"] / "report.md").read_text(encoding="utf-8")
-    folded = "Folded into the root causes: country = US (-2,041)"
+    head = "Folded into the root causes, each with its part of the total change of -2,750: "
+    folded = head + "country = US (-2,041, 74.2%)"
     assert folded in text and "| country = US" not in text
     assert "hold the root causes' rows" in text.split(folded, 1)[1].split("\n", 1)[0]
-    assert "Folded into the root causes: <b>country</b> = US (-2,041)" in page
+    assert head + "<b>country</b> = US (-2,041, 74.2%)" in page
