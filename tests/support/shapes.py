@@ -70,7 +70,8 @@ def sales(
     rng = random.Random(seed)
     regions = rng.sample(PLACES, rng.randint(3, 5))
     dropped = rng.choice(regions)
-    level = {r: rng.uniform(2_000, 8_000) for r in regions}
+    level = {r: rng.uniform(8_000, 9_000) if r == dropped else rng.uniform(2_000, 5_000)
+             for r in regions}  # fmt: skip
     per_day = rng.randint(2, 4)
     rows: list[tuple[date, str, float]] = []
     for i in range(days):
