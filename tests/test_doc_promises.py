@@ -145,7 +145,8 @@ def delimiters(tmp_path: Path) -> None:
     for i, d in enumerate([",", ";", "\t", "|"]):
         n = rng.randint(2, 30)
         t = Load(tmp_path, f"t{i}")
-        src = t.write("d.csv", "a{0}b{0}c\n".format(d) + "".join(f"{k}{d}x{d}{k}.5\n" for k in range(n)))
+        rows = "".join(f"{k}{d}x{d}{k}.5\n" for k in range(n))
+        src = t.write("d.csv", f"a{d}b{d}c\n{rows}")
         t.ok(src)
         assert t.query("SELECT count(*), sum(c) FROM d") == [(n, sum(k + 0.5 for k in range(n)))]
     t = Load(tmp_path, "forced")  # a ',' inside every field: detection sees 2 fields, ';' is forced
@@ -205,7 +206,8 @@ def headers_made_unique(tmp_path: Path) -> None:
 
 def headers_normalised(tmp_path: Path) -> None:
     t = Load(tmp_path)
-    out = t.ok(t.write("h.csv", 'Order Date,été,"a""; DROP TABLE t; --"\n2024-03-01,1,2\n'), "--json")
+    src = t.write("h.csv", 'Order Date,été,"a""; DROP TABLE t; --"\n2024-03-01,1,2\n')
+    out = t.ok(src, "--json")
     (table,) = json.loads(out)["tables"]
     names = [(c["name"], c["label"]) for c in table["columns"]]
     assert names == [("order_date", "Order Date"), ("ete", "été"),
@@ -343,7 +345,8 @@ def field_and_column_caps(tmp_path: Path) -> None:
 def verbatim_text(tmp_path: Path) -> None:
     t = Load(tmp_path)
     t.ok(t.write("q.csv", 'k,note\n1,"two\nlines"\n2,"=HYPERLINK(""http://x"")"\n'))
-    assert t.query("SELECT note FROM q ORDER BY k") == [("two\nlines",), ('=HYPERLINK("http://x")',)]
+    got = t.query("SELECT note FROM q ORDER BY k")
+    assert got == [("two\nlines",), ('=HYPERLINK("http://x")',)]
 
 
 ROWS: dict[str, Callable[[Path], None]] = {

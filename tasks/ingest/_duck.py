@@ -46,19 +46,23 @@ _PARAMS = {
     "tc_any": _TC_ANY,
     "tc_int": _TC_INT,
 }
+_MATCH = "regexp_full_match(trim({c}), ${p})"
 _STATS = {
     "nonnull": "count({c})",
     "tokens": "count_if(list_contains($tokens, trim({c})))",
-    "nums": "count_if(regexp_full_match(trim({c}), $num))",
-    "ints": "count_if(regexp_full_match(trim({c}), $int))",
-    "lead0": "count_if(regexp_full_match(trim({c}), $lz))",
-    "dc_any": "count_if(regexp_full_match(trim({c}), $dc_any))",
-    "dc_marked": "count_if(regexp_full_match(trim({c}), $dc_any) AND regexp_matches(trim({c}), '[, ]'))",
-    "tc_any": "count_if(regexp_full_match(trim({c}), $tc_any))",
-    "tc_ints": "count_if(regexp_full_match(trim({c}), $tc_int) OR regexp_full_match(trim({c}), $int))",
-    "numberish": "count_if(regexp_full_match(trim({c}), $num) OR regexp_full_match(trim({c}), $dc_any) "
-    "OR regexp_full_match(trim({c}), $tc_any))",
+    "nums": f"count_if({_MATCH.format(c='{c}', p='num')})",
+    "ints": f"count_if({_MATCH.format(c='{c}', p='int')})",
+    "lead0": f"count_if({_MATCH.format(c='{c}', p='lz')})",
+    "dc_any": f"count_if({_MATCH.format(c='{c}', p='dc_any')})",
+    "dc_marked": f"count_if({_MATCH.format(c='{c}', p='dc_any')} AND "
+    "regexp_matches(trim({c}), '[, ]'))",
+    "tc_any": f"count_if({_MATCH.format(c='{c}', p='tc_any')})",
+    "tc_ints": f"count_if({_MATCH.format(c='{c}', p='tc_int')} OR "
+    f"{_MATCH.format(c='{c}', p='int')})",
+    "numberish": f"count_if({_MATCH.format(c='{c}', p='num')} OR "
+    f"{_MATCH.format(c='{c}', p='dc_any')} OR {_MATCH.format(c='{c}', p='tc_any')})",
 }
+"""Per text column: non-null values, NA tokens, and the values of each number form."""
 
 
 def duck_message(err: BaseException, limit: int = 200, path: Path | None = None) -> str:

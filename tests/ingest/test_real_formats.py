@@ -224,7 +224,8 @@ def test_load_options_on_a_database_are_refused(tmp_path: Path) -> None:
     s = sales(tmp_path / "shop.csv", 14)
     con, _ = load(tmp_path, s.path)
     con.close()
-    line = one_error(investigate(tmp_path / "shop.duckdb", tmp_path / "out", "--encoding", "cp1252"))
+    proc = investigate(tmp_path / "shop.duckdb", tmp_path / "out", "--encoding", "cp1252")
+    line = one_error(proc)
     assert "--encoding" in line and "shop.duckdb" in line
 
 
