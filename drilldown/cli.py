@@ -44,41 +44,71 @@ def emit_json(payload: Any) -> None:
     typer.echo(dumps(payload, indent=2))
 
 
+MaxRows = Annotated[int | None, typer.Option(help="Refuse files with more data rows.")]
+MaxBytes = Annotated[
+    int | None, typer.Option(help="Refuse files larger than this many bytes (after gunzip).")
+]
+Encoding = Annotated[
+    str | None, typer.Option(help="Source encoding when not UTF-8, e.g. cp1252 or latin-1.")
+]
+Delimiter = Annotated[str | None, typer.Option(help="Field delimiter (default: detect).")]
+DecimalComma = Annotated[
+    bool | None,
+    typer.Option(
+        "--decimal-comma/--no-decimal-comma",
+        help="Read 1,5 as 1.5 / read 1,234 as 1234 (default: detect).",
+        show_default=False,
+    ),
+]
+DateFormat = Annotated[
+    str | None,
+    typer.Option(
+        help="Format of dates written day and month first, e.g. %m/%d/%Y or %d.%m.%Y "
+        "(default: detect when a day above 12 tells)."
+    ),
+]
+
+
+def load_options(
+    max_rows: int | None,
+    max_bytes: int | None,
+    encoding: str | None,
+    delimiter: str | None,
+    decimal_comma: bool | None,
+    date_format: str | None,
+) -> Any:
+    """The ``LoadOptions`` of the options given on the command line (the others default);
+    a value the options refuse exits 2."""
+    from tasks.ingest.load import LoadOptions
+
+    given = dict(
+        max_rows=max_rows, max_bytes=max_bytes, encoding=encoding, delimiter=delimiter,
+        decimal_comma=decimal_comma, date_format=date_format,
+    )  # fmt: skip
+    try:
+        return LoadOptions(**{k: v for k, v in given.items() if v is not None})
+    except ValueError as exc:
+        fail(f"invalid option: {exc}", 2)
+
+
 @app.command()
 def load(
     data: Annotated[list[Path], typer.Argument(help="CSV, CSV.gz or Parquet files or folders.")],
     db: Annotated[Path, typer.Option("--db", help="DuckDB file to create or update.")],
-    max_rows: Annotated[int | None, typer.Option(help="Refuse files with more data rows.")] = None,
-    max_bytes: Annotated[
-        int | None, typer.Option(help="Refuse files larger than this many bytes (after gunzip).")
-    ] = None,
-    encoding: Annotated[
-        str | None, typer.Option(help="Source encoding when not UTF-8, e.g. cp1252 or latin-1.")
-    ] = None,
-    delimiter: Annotated[
-        str | None, typer.Option(help="Field delimiter (default: detect).")
-    ] = None,
-    decimal_comma: Annotated[
-        bool | None,
-        typer.Option(
-            "--decimal-comma/--no-decimal-comma", help="Read 1,5 as 1.5 (default: detect)."
-        ),
-    ] = None,
+    max_rows: MaxRows = None,
+    max_bytes: MaxBytes = None,
+    encoding: Encoding = None,
+    delimiter: Delimiter = None,
+    decimal_comma: DecimalComma = None,
+    date_format: DateFormat = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the load report as JSON.")] = False,
 ) -> None:
     """Load files into a DuckDB file, one table per file, strictly (all rows or an error)."""
     from sql_tools._errors import SqlToolError
-    from tasks.ingest.load import LoadOptions, load_files
+    from tasks.ingest.load import load_files
 
-    overrides = {
-        "max_rows": max_rows,
-        "max_bytes": max_bytes,
-        "encoding": encoding,
-        "delimiter": delimiter,
-        "decimal_comma": decimal_comma,
-    }
+    options = load_options(max_rows, max_bytes, encoding, delimiter, decimal_comma, date_format)
     try:
-        options = LoadOptions(**{k: v for k, v in overrides.items() if v is not None})
         report = load_files(data, db, options)
     except SqlToolError as exc:
         fail(exc.message, input_error_code(exc.code))
@@ -206,6 +236,7 @@ def _investigate(
     remember: bool = True,
     prefect: bool | None = None,
     source: str | None = None,
+    loading: dict[str, Any] | None = None,
 ) -> None:
     """Run an investigation (the ``investigate`` flow through Prefect when asked or when a
     Prefect API is configured, else in-process without Prefect) and print its answer."""
@@ -254,6 +285,7 @@ def _investigate(
         filters=filters or None, out=str(out), db=str(db) if db else None, offline=offline,
         model=model, remember=remember, max_depth=max_depth, min_support=min_support,
         metrics_file=str(metrics_file) if metrics_file else None, source=source,
+        load_options=loading or None,
     )  # fmt: skip
     try:
         if prefect:  # a flow run: progress goes to its logger and its progress artifact
@@ -401,8 +433,15 @@ def investigate(
             show_default=False,
         ),
     ] = None,
+    max_rows: MaxRows = None,
+    max_bytes: MaxBytes = None,
+    encoding: Encoding = None,
+    delimiter: Delimiter = None,
+    decimal_comma: DecimalComma = None,
+    date_format: DateFormat = None,
 ) -> None:
     """Explain why a metric moved between two periods: report.md and result.json in --out."""
+    options = load_options(max_rows, max_bytes, encoding, delimiter, decimal_comma, date_format)
     _investigate(
         data,
         metric=metric,
@@ -424,6 +463,7 @@ def investigate(
         remember=remember,
         prefect=prefect,
         source=source,
+        loading=options.model_dump(exclude_unset=True),
     )
 
 

@@ -37,6 +37,7 @@ def investigate(
     min_support: float | None = None,
     metrics_file: str | None = None,
     source: str | None = None,
+    load_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Explain why ``metric`` moved from ``baseline`` to ``comparison`` (date ranges
     ``YYYY-MM-DD:YYYY-MM-DD`` on ``time_column``, or labels of ``period_column``) and write
@@ -46,5 +47,7 @@ def investigate(
     parameters: give that URL without its password, and the password through ``PGPASSWORD``
     or a pgpass file where the flow runs). Without ANTHROPIC_API_KEY, or
     with ``offline``, the offline planner investigates. ``source`` names where the data comes
-    from, so that investigations of its later versions share memory with this one."""
+    from, so that investigations of its later versions share memory with this one.
+    ``load_options`` say how CSV files are read (``LoadOptions``' fields: ``encoding``,
+    ``delimiter``, ``decimal_comma``, ``date_format``, ``max_rows``, ``max_bytes``)."""
     return investigation(Request(**locals()))  # every parameter, and only those

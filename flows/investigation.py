@@ -57,6 +57,9 @@ class Request(BaseModel):
     min_support: float | None = None
     metrics_file: str | None = None
     source: str | None = None
+    load_options: dict[str, Any] | None = None
+    """How the files are read (``LoadOptions``' fields: encoding, delimiter, decimal_comma,
+    date_format, max_rows, max_bytes); None: detected."""
 
     def question(self) -> dict[str, Any]:
         """The question's arguments, as the engine's parser takes them."""
@@ -84,7 +87,7 @@ def investigation(
     made = _not_there_yet(req)
     written: dict[str, Any] | None = None
     try:
-        db, tables = _load(req.data, req.db, req.out)
+        db, tables = _load(req.data, req.db, req.out, req.load_options)
         run = Run(
             db, req.question(), source=source, progress=progress, client=client, config=config,
             tables=tables,
@@ -234,27 +237,41 @@ def _in_flow() -> bool:
     return FlowRunContext.get() is not None
 
 
-def _load(data: list[str], db: str | None, out: str) -> tuple[str, list[str] | None]:
+def _load(
+    data: list[str], db: str | None, out: str, options: dict[str, Any] | None = None
+) -> tuple[str, list[str] | None]:
     """The database to investigate and the tables the investigation may see: a
     ``postgresql://`` URL as it is (its tables are read in place, nothing is written) and a
     ``.duckdb`` file as it is, every table; else the files loaded into ``db``, and only the
     tables they were loaded into (the file may hold an earlier load's tables, which this
-    investigation was not given)."""
+    investigation was not given). ``options`` say how files are read; given with a database,
+    which is not read from files, they are refused."""
     if any(is_postgres_url(d) for d in data):
         if len(data) != 1 or db is not None:
             raise ToolInputError(
                 "a postgresql:// URL is read in place: give it as the only data, without --db"
             )
+        _no_load_options(options, "a postgresql:// URL is read in place")
         return data[0], None
     Path(out).mkdir(parents=True, exist_ok=True)
     local = storage.local_paths(data, Path(out) / "uploads", say=_say)
     if len(local) == 1 and local[0].endswith(".duckdb") and db is None:
+        _no_load_options(options, f"{Path(local[0]).name} is a database, already loaded")
         return local[0], None
     target = db or str(Path(out) / "data.duckdb")
-    loaded = _call(steps.load, local, target)
+    loaded = _call(steps.load, local, target, options)
     for t in loaded.tables:
         _say(f"{t.status:9} {t.table}: {t.rows:,} rows")
+        for w in t.warnings:
+            _say(f"          warning: {printable(w)}")
     return target, [t.table for t in loaded.tables]
+
+
+def _no_load_options(options: dict[str, Any] | None, why: str) -> None:
+    """Refuse options that say how files are read when no file is read."""
+    if options:
+        given = ", ".join("--" + k.replace("_", "-") for k in options)
+        raise ToolInputError(f"{given}: {why}; these options apply to CSV files being loaded")
 
 
 def _map_hypotheses(

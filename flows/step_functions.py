@@ -32,11 +32,12 @@ class HypothesisUnavailable(ConnectionError):
         self.done = done
 
 
-def load(paths: list[str], db: str) -> LoadReport:
-    """Load the files into ``db`` strictly (all rows or a one-line error naming the line)."""
-    from tasks.ingest.load import load_files
+def load(paths: list[str], db: str, options: dict[str, Any] | None = None) -> LoadReport:
+    """Load the files into ``db`` strictly (all rows or a one-line error naming the line);
+    ``options`` are :class:`~tasks.ingest.load.LoadOptions`' fields (None: the defaults)."""
+    from tasks.ingest.load import LoadOptions, load_files
 
-    return load_files(paths, db)
+    return load_files(paths, db, LoadOptions(**(options or {})))
 
 
 def decompose(run: Run) -> dict[str, Any]:

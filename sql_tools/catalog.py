@@ -87,6 +87,11 @@ class LoadRecord(BaseModel):
     bytes: int = Field(description="Bytes read (after decompression).")
     encoding: str = "utf-8"
     delimiter: str | None = None
+    reading: dict[str, str | bool] = Field(
+        default={},
+        description="The options given that change how the file is read (encoding, "
+        "delimiter, decimal_comma, date_format); the same bytes read otherwise are reloaded.",
+    )
     columns: list[ColumnInfo]
     warnings: list[str] = []
     loaded_at: datetime

@@ -17,6 +17,7 @@ import numpy as np
 from sql_tools._context import ToolContext
 from sql_tools._errors import ToolInputError
 from tasks.engine import cube as cube_mod
+from tasks.engine.answerable import length_notes
 from tasks.engine import screen as screen_mod
 from tasks.engine import significance as sig
 from tasks.engine.clean_days import assign_data_quality
@@ -224,6 +225,7 @@ def _dimensions(ctx: ToolContext, q: Question) -> tuple[list[str], list[str]]:
 def _explain(ctx: ToolContext, q: Question) -> Analysis:
     t0 = time.perf_counter()
     dims, notes = _dimensions(ctx, q)
+    notes = length_notes(q) + notes
     # the data-quality queries do not depend on the search: they run on a second connection
     # while the search's queries and arithmetic run on this one, from when the source has been
     # aggregated (the checks the cells can answer read them)

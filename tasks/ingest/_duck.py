@@ -23,35 +23,46 @@ import duckdb
 
 from sql_tools._errors import LoadError, short
 from tasks.ingest._csv import CsvScan
+from tasks.ingest._dates import DATE_LIKE, day_month_first, plan_dates
 from tasks.ingest._names import quote_ident as q
 
 NA_TOKENS = ["NA", "N/A", "n/a", "null", "NULL", "NaN", "nan", "-", ""]
 _NUM = r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?"
 _INT = r"[+-]?\d{1,18}"
 _LEADING_ZERO = r"[+-]?0\d+"
-_DC_ANY = r"[+-]?(\d+|\d{1,3}(\.\d{3})+)(,\d+)?"  # decimal-comma number, comma optional
-_DC_COMMA = r"[+-]?(\d+|\d{1,3}(\.\d{3})+),\d+"
-_DC_AMBIGUOUS = r"[+-]?[1-9]\d{0,2},\d{3}"  # 1,234: thousands separator or decimal comma?
-_NUMBERISH = f"({_NUM})|({_DC_ANY})"
+_DC_ANY = r"[+-]?(\d+|[1-9]\d{0,2}(\.\d{3})+|[1-9]\d{0,2}( \d{3})+)(,\d+)?"
+"""A decimal-comma number: dot or space thousands, the comma optional."""
+_TC_ANY = r"[+-]?[1-9]\d{0,2}(,\d{3})+(\.\d+)?"
+"""A number with comma thousands and an optional decimal point (``2,510.00``)."""
+_TC_INT = r"[+-]?[1-9]\d{0,2}(,\d{3}){1,5}"
+_AMBIGUOUS = r"[+-]?[1-9]\d{0,2},\d{3}"  # 1,234: thousands separator or decimal comma?
+_NUMBERISH = f"({_NUM})|({_DC_ANY})|({_TC_ANY})"
 _PARAMS = {
     "tokens": NA_TOKENS,
     "num": _NUM,
     "int": _INT,
     "lz": _LEADING_ZERO,
     "dc_any": _DC_ANY,
-    "dc_comma": _DC_COMMA,
-    "dc_amb": _DC_AMBIGUOUS,
+    "tc_any": _TC_ANY,
+    "tc_int": _TC_INT,
 }
-_STATS = (
-    "count({c})",
-    "count_if(list_contains($tokens, trim({c})))",
-    "count_if(regexp_full_match(trim({c}), $num))",
-    "count_if(regexp_full_match(trim({c}), $int))",
-    "count_if(regexp_full_match(trim({c}), $lz))",
-    "count_if(regexp_full_match(trim({c}), $dc_any))",
-    "count_if(regexp_full_match(trim({c}), $dc_comma))",
-    "count_if(regexp_full_match(trim({c}), $dc_amb))",
-)
+_MATCH = "regexp_full_match(trim({c}), ${p})"
+_STATS = {
+    "nonnull": "count({c})",
+    "tokens": "count_if(list_contains($tokens, trim({c})))",
+    "nums": f"count_if({_MATCH.format(c='{c}', p='num')})",
+    "ints": f"count_if({_MATCH.format(c='{c}', p='int')})",
+    "lead0": f"count_if({_MATCH.format(c='{c}', p='lz')})",
+    "dc_any": f"count_if({_MATCH.format(c='{c}', p='dc_any')})",
+    "dc_marked": f"count_if({_MATCH.format(c='{c}', p='dc_any')} AND "
+    "regexp_matches(trim({c}), '[, ]'))",
+    "tc_any": f"count_if({_MATCH.format(c='{c}', p='tc_any')})",
+    "tc_ints": f"count_if({_MATCH.format(c='{c}', p='tc_int')} OR "
+    f"{_MATCH.format(c='{c}', p='int')})",
+    "numberish": f"count_if({_MATCH.format(c='{c}', p='num')} OR "
+    f"{_MATCH.format(c='{c}', p='dc_any')} OR {_MATCH.format(c='{c}', p='tc_any')})",
+}
+"""Per text column: non-null values, NA tokens, and the values of each number form."""
 
 
 def duck_message(err: BaseException, limit: int = 200, path: Path | None = None) -> str:
@@ -123,12 +134,15 @@ def _typed(duck_type: str, date_format: str | None, timestamp_format: str | None
     DuckDB's CSV reader converts text it cannot store exactly without a word (``30000.5``
     becomes the BIGINT 30001, ``2024-01-05 10:30`` the DATE 2024-01-05, an offset is dropped
     from a TIMESTAMP), so files are read as text and converted here, where every value is
-    checked. Text read with a detected date or timestamp format must match it whole.
+    checked. Text read with a detected date or timestamp format must match it whole; a format
+    that writes the day and the month first keeps the column as text for :func:`fix_columns`.
     """
     t = duck_type.upper()
     if t == "VARCHAR" or not _TYPE_NAME.fullmatch(t):
         return None
     fmt = timestamp_format if t.startswith("TIMESTAMP") else date_format
+    if day_month_first(fmt) and t in ("DATE", "TIMESTAMP", "TIMESTAMP WITH TIME ZONE"):
+        return None  # month/day or day/month: decided over the whole column (fix_columns)
     if fmt and fmt != _ISO_DATE and t in ("DATE", "TIMESTAMP", "TIMESTAMP WITH TIME ZONE"):
         literal = "'" + fmt.replace("'", "''") + "'"
         return _Typed(t, f"CAST(TRY_STRPTIME({{r}}, {literal}) AS {t})", "{c} IS NOT NULL", "")
@@ -388,8 +402,9 @@ def column_types(con: duckdb.DuckDBPyConnection, target: str) -> list[tuple[str,
     return [(r[0], r[1]) for r in con.execute(f"DESCRIBE {target}").fetchall()]
 
 
-def _may_be_numeric(con: duckdb.DuckDBPyConnection, target: str, column: str) -> bool:
-    """False as soon as one value is neither a number nor a missing-value marker.
+def _may_be(con: duckdb.DuckDBPyConnection, target: str, column: str, pattern: str) -> bool:
+    """False as soon as one value neither matches ``pattern`` (numbers, dates) nor is a
+    missing-value marker.
 
     A cheap screen before the full statistics: for a genuine text column DuckDB stops at the
     first such row.
@@ -398,20 +413,24 @@ def _may_be_numeric(con: duckdb.DuckDBPyConnection, target: str, column: str) ->
     row = con.execute(
         f"SELECT 1 FROM {target} WHERE {c} IS NOT NULL AND NOT list_contains(?, trim({c})) "
         f"AND NOT regexp_full_match(trim({c}), ?) LIMIT 1",
-        [NA_TOKENS, _NUMBERISH],
+        [NA_TOKENS, pattern],
     ).fetchall()
     return not row
 
 
 def _column_stats(
     con: duckdb.DuckDBPyConnection, target: str, columns: list[str]
-) -> dict[str, tuple[int, ...]]:
-    """For each text column: counts of non-null, NA tokens, numbers, ints, decimal-comma forms."""
-    exprs = [s.format(c=q(c)) for c in columns for s in _STATS]
+) -> dict[str, dict[str, int]]:
+    """For each text column: counts of non-null values, NA tokens, and each number form
+    (the keys of ``_STATS``)."""
+    exprs = [s.format(c=q(c)) for c in columns for s in _STATS.values()]
     row = con.execute(f"SELECT {', '.join(exprs)} FROM {target}", _PARAMS).fetchone()
     assert row is not None
     k = len(_STATS)
-    return {c: tuple(int(v or 0) for v in row[i * k : (i + 1) * k]) for i, c in enumerate(columns)}
+    return {
+        c: {key: int(v or 0) for key, v in zip(_STATS, row[i * k : (i + 1) * k], strict=True)}
+        for i, c in enumerate(columns)
+    }
 
 
 def _tokens_found(con: duckdb.DuckDBPyConnection, target: str, column: str) -> list[str]:
@@ -436,36 +455,71 @@ def _plan_column(
     con: duckdb.DuckDBPyConnection,
     target: str,
     col: str,
-    stats: tuple[int, ...],
+    st: dict[str, int],
     decimal_comma: bool | None,
     plan: _Plan,
 ) -> None:
-    nonnull, tokens, nums, ints, lead0, dc_any, dc_comma, dc_amb = stats
+    """How a text column of numbers is read: decimal comma, comma thousands, or NA markers.
+
+    A column whose every value reads as a decimal-comma number (``1,5``, ``1.234,5``,
+    ``1 234,5``) and one whose every value reads with comma thousands (``2,510.00``,
+    ``1,234,567``) are converted when only one of the two readings holds, or when
+    ``decimal_comma`` picks it (True: decimal comma; False: comma thousands). A column that
+    both readings hold (``1,234``) stays text with a warning naming both options.
+    """
+    nonnull, tokens = st["nonnull"], st["tokens"]
     if nonnull == 0:
         return
     c = q(col)
     null_if = f"CASE WHEN list_contains($tokens, trim({c})) THEN NULL ELSE {{}} END"
-    if decimal_comma is not False and dc_comma and dc_any + tokens == nonnull:
-        unambiguous = dc_comma > dc_amb
-        if decimal_comma or unambiguous:
-            cast = f"CAST(replace(replace(trim({c}), '.', ''), ',', '.') AS DOUBLE)"
-            plan.exprs[col] = null_if.format(cast)
-            note = _tokens_note(con, target, col, tokens)
-            plan.warnings.append(f"column {col}: decimal comma read as DOUBLE ('1,5' = 1.5){note}")
-            return
+    as_dc = st["dc_marked"] > 0 and st["dc_any"] + tokens == nonnull
+    as_tc = st["tc_any"] > 0 and st["nums"] + st["tc_any"] + tokens == nonnull and not st["lead0"]
+    if as_dc and (decimal_comma or (decimal_comma is None and not as_tc)):
+        plain = f"replace(replace(replace(trim({c}), '.', ''), ' ', ''), ',', '.')"
+        plan.exprs[col] = null_if.format(f"CAST({plain} AS DOUBLE)")
+        note = _tokens_note(con, target, col, tokens)
+        plan.warnings.append(f"column {col}: decimal comma read as DOUBLE ('1,5' = 1.5){note}")
+        return
+    if as_tc and (decimal_comma is False or (decimal_comma is None and not as_dc)):
+        typ = "BIGINT" if st["tc_ints"] == st["nums"] + st["tc_any"] else "DOUBLE"
+        plan.exprs[col] = null_if.format(f"CAST(replace(trim({c}), ',', '') AS {typ})")
+        note = _tokens_note(con, target, col, tokens)
         plan.warnings.append(
-            f"column {col}: values like '1,234' are ambiguous (thousands separator or decimal "
-            "comma); kept as text. Load with --decimal-comma to read ',' as the decimal point"
+            f"column {col}: ',' read as a thousands separator ('2,510.5' = 2510.5), "
+            f"converted to {typ}{note}"
         )
         return
-    if tokens and nums and nums + tokens == nonnull and not lead0:
-        typ = "BIGINT" if ints == nums else "DOUBLE"
+    if as_dc and as_tc and decimal_comma is None:
+        plan.warnings.append(
+            f"column {col}: values like {_example(con, target, col)} are ambiguous (thousands "
+            "separator or decimal comma); kept as text. Load with --no-decimal-comma to read "
+            "',' as a thousands separator, or --decimal-comma to read it as the decimal point"
+        )
+        return
+    if decimal_comma is None and st["dc_marked"] and st["tc_any"]:
+        if st["numberish"] + tokens == nonnull:
+            plan.warnings.append(
+                f"column {col}: numbers written with ',' both as the decimal point and as a "
+                "thousands separator; kept as text"
+            )
+            return
+    if tokens and st["nums"] and st["nums"] + tokens == nonnull and not st["lead0"]:
+        typ = "BIGINT" if st["ints"] == st["nums"] else "DOUBLE"
         plan.exprs[col] = null_if.format(f"CAST(trim({c}) AS {typ})")
         found = ", ".join(short(t, 12) for t in _tokens_found(con, target, col))
         plan.warnings.append(
             f"column {col}: {tokens} missing-value marker(s) ({found}) read as NULL; "
             f"converted to {typ}"
         )
+
+
+def _example(con: duckdb.DuckDBPyConnection, target: str, col: str) -> str:
+    """One value of ``col`` that reads both ways (``'1,234'``), quoted."""
+    row = con.execute(
+        f"SELECT min(trim({q(col)})) FROM {target} WHERE regexp_full_match(trim({q(col)}), ?)",
+        [_AMBIGUOUS],
+    ).fetchone()
+    return short(str(row[0]), 16) if row and row[0] is not None else "'1,234'"
 
 
 def _tokens_note(con: duckdb.DuckDBPyConnection, target: str, col: str, tokens: int) -> str:
@@ -476,22 +530,32 @@ def _tokens_note(con: duckdb.DuckDBPyConnection, target: str, col: str, tokens: 
 
 
 def fix_columns(
-    con: duckdb.DuckDBPyConnection, target: str, decimal_comma: bool | None
+    con: duckdb.DuckDBPyConnection,
+    target: str,
+    decimal_comma: bool | None,
+    date_format: str | None = None,
 ) -> list[str]:
-    """Convert text columns that are really numbers (decimal comma, NA markers); returns warnings.
+    """Convert text columns that are really numbers (decimal comma, thousands separators, NA
+    markers) or dates written day and month first (:mod:`tasks.ingest._dates`); returns warnings.
 
     Only VARCHAR columns are examined. A column is converted only when every non-null value is
-    a number of the recognised form or a missing-value marker; genuine text keeps the column
-    as text and markers are never nulled in a text column.
+    a number (or a date) of the recognised form or a missing-value marker; genuine text keeps
+    the column as text and markers are never nulled in a text column.
     """
     types = column_types(con, target)
-    text_cols = [n for n, t in types if t == "VARCHAR" and _may_be_numeric(con, target, n)]
-    if not text_cols:
-        return []
-    stats = _column_stats(con, target, text_cols)
+    text = [n for n, t in types if t == "VARCHAR"]
+    numeric = [n for n in text if _may_be(con, target, n, _NUMBERISH)]
     plan = _Plan()
-    for col in text_cols:
-        _plan_column(con, target, col, stats[col], decimal_comma, plan)
+    if numeric:
+        stats = _column_stats(con, target, numeric)
+        for col in numeric:
+            _plan_column(con, target, col, stats[col], decimal_comma, plan)
+    others = [n for n in text if n not in plan.exprs]
+    if date_format is None:
+        others = [n for n in others if n not in numeric and _may_be(con, target, n, DATE_LIKE)]
+    dates = plan_dates(con, target, others, NA_TOKENS, date_format)
+    plan.exprs.update(dates.exprs)
+    plan.warnings += dates.warnings
     if plan.exprs:
         select = ", ".join(f"{plan.exprs.get(n, q(n))} AS {q(n)}" for n, _ in types)
         con.execute(
@@ -499,3 +563,4 @@ def fix_columns(
             {"tokens": NA_TOKENS},
         )
     return plan.warnings
+

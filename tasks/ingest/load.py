@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict
 from sql_tools._errors import LoadError, short
 from sql_tools.catalog import ColumnInfo, LoadRecord, ensure_catalog, read_catalog, write_load
 from tasks.ingest._csv import CsvScan, scan_csv
+from tasks.ingest._dates import check_date_format
 from tasks.ingest._duck import (
     ReadPlan,
     Reread,
@@ -78,7 +79,11 @@ class LoadOptions(BaseModel):
     delimiter: str | None = None
     """None = detect among , ; tab |."""
     decimal_comma: bool | None = None
-    """None = detect (unambiguous columns only); True = force; False = never."""
+    """None = detect (unambiguous columns only); True = ',' is the decimal point; False = ','
+    is a thousands separator."""
+    date_format: str | None = None
+    """None = detect month/day and day/month dates over each column; else a strftime-style
+    format (``%m/%d/%Y``) read into every text column it reads whole."""
 
 
 class TableResult(BaseModel):
@@ -243,6 +248,9 @@ def _check_options(opts: LoadOptions) -> None:
             raise LoadError(f"option {name} must be at least 1", code="invalid_arguments")
     if opts.encoding is not None:
         canonical_codec(opts.encoding)
+    if opts.date_format is not None:
+        with duckdb.connect() as con:
+            check_date_format(con, opts.date_format)
     d = opts.delimiter
     if d is not None and (len(d) != 1 or d in '"\r\n' or not d.isascii()):
         raise LoadError(
@@ -363,8 +371,11 @@ def _main_tables(con: duckdb.DuckDBPyConnection) -> set[str]:
     return {r[0].lower() for r in rows}
 
 
-def _decide(con: duckdb.DuckDBPyConnection, inputs: list[_Input]) -> None:
-    """Set each input's status against what the database already holds."""
+def _decide(
+    con: duckdb.DuckDBPyConnection, inputs: list[_Input], reading: dict[str, str | bool]
+) -> None:
+    """Set each input's status against what the database already holds: a file is
+    ``unchanged`` when its bytes and the options that say how to read them (``reading``) are."""
     loads = read_catalog(con).loads
     existing = _main_tables(con)
     for item in inputs:
@@ -381,7 +392,8 @@ def _decide(con: duckdb.DuckDBPyConnection, inputs: list[_Input]) -> None:
                 f"{item.path.name}: table {item.table} already holds {rec.file_name} "
                 f"(loaded from {rec.source}); rename one of the files"
             )
-        if rec.sha256 == item.sha256 and item.table in existing:
+        same_reading = rec.reading == (reading if item.fmt != "parquet" else {})
+        if rec.sha256 == item.sha256 and same_reading and item.table in existing:
             item.status, item.record = "unchanged", rec
         else:
             item.status = "replaced"
@@ -428,7 +440,7 @@ def _stage(
             "nothing was loaded"
         )
     if item.scan is not None:
-        warnings += fix_columns(con, target, opts.decimal_comma)
+        warnings += fix_columns(con, target, opts.decimal_comma, opts.date_format)
     if [n for n, _ in column_types(con, target)] != names:
         raise LoadError(f"{name}: DuckDB did not keep the column names; nothing was loaded")
     scan = item.scan
@@ -442,10 +454,17 @@ def _stage(
         bytes=scan.bytes if scan else item.parquet_bytes,
         encoding=scan.encoding if scan else "utf-8",
         delimiter=scan.delimiter if scan else None,
+        reading=_reading(opts) if scan else {},
         columns=[ColumnInfo(name=n, label=lb) for n, lb in zip(names, item.labels, strict=True)],
         warnings=warnings,
         loaded_at=datetime.now(UTC),
     )
+
+
+def _reading(opts: LoadOptions) -> dict[str, str | bool]:
+    """The options given that change how a file is read (not the limits)."""
+    given = {k: getattr(opts, k) for k in ("encoding", "delimiter", "decimal_comma", "date_format")}
+    return {k: v for k, v in given.items() if v is not None}
 
 
 def _safe_path(item: _Input, tmpdir: Path) -> Path:
@@ -527,7 +546,7 @@ def _write(inputs: list[_Input], db: Path, opts: LoadOptions, tmpdir: Path) -> N
     original = _connect(target) if target.exists() else None
     try:
         if original is not None:
-            _decide(original, inputs)
+            _decide(original, inputs, _reading(opts))
         todo = [item for item in inputs if item.status != "unchanged"]
         if todo:
             _load_into_copy(original, target, todo, opts, tmpdir)

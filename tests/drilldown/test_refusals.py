@@ -259,3 +259,32 @@ def test_a_period_label_that_cannot_be_the_columns_type_is_refused(
     )
     line = refused(proc, out)
     assert want in line, line
+
+
+@pytest.mark.parametrize("year", [2023, 2024])
+def test_a_total_over_calendar_months_of_different_lengths_is_answered_with_a_note(
+    tmp_path, year
+):
+    """February against March: the business's own periods, compared as they are, with the
+    difference in days said; a range cut short by a day is still refused."""
+    lines = ["date,platform,revenue"]
+    day = date(year, 2, 1)
+    while day < date(year, 4, 1):
+        for k, platform in enumerate(("ios", "android", "web")):
+            fall = 30 if platform == "web" and day.month == 3 else 0
+            lines.append(f"{day},{platform},{100 + 9 * k + day.day % 4 - fall}")
+        day += timedelta(days=1)
+    data = tmp_path / "months.csv"
+    data.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    feb_days = (date(year, 3, 1) - date(year, 2, 1)).days
+    feb = f"{year}-02-01:{year}-02-{feb_days}"
+    out = tmp_path / "out"
+    proc = investigate(data, out, "--baseline", feb, "--comparison", f"{year}-03-01:{year}-03-31")
+    assert proc.returncode == 0, proc.stderr
+    notes = json.loads((out / "result.json").read_text())["notes"]
+    said = [n for n in notes if "differ in length" in n]
+    assert said and f"by {31 - feb_days} days" in said[0], notes
+    assert said[0] in (out / "report.md").read_text()
+    short = tmp_path / "short"
+    proc = investigate(data, short, "--baseline", feb, "--comparison", f"{year}-03-01:{year}-03-30")
+    assert "equal length" in refused(proc, short)

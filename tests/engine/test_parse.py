@@ -8,7 +8,7 @@ date columns, a table without dates and a high-cardinality text column.
 from __future__ import annotations
 
 import shutil
-from datetime import date
+from datetime import date, timedelta
 from pathlib import Path
 
 import pytest
@@ -675,3 +675,86 @@ def test_metrics_file_may_carry_the_weekly_review_section(tmp_path):
     f = tmp_path / "metrics.yaml"
     f.write_text("metrics:\n  revenue:\n    expression: sum(revenue)\nreview:\n  data: [x.csv]\n")
     assert list(load_metrics(f)) == ["revenue"]
+
+
+# --------------------------------------------------------------------------------------------
+# period lengths
+# --------------------------------------------------------------------------------------------
+
+
+def _month_end(year: int, month: int) -> date:
+    return date(year + month // 12, month % 12 + 1, 1) - timedelta(days=1)
+
+
+def _calendar(year: int, month: int, months: int) -> str:
+    """``months`` whole calendar months from ``month`` of ``year``."""
+    last = month + months - 1
+    return f"{date(year, month, 1)}:{_month_end(year + (last - 1) // 12, (last - 1) % 12 + 1)}"
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_totals_over_calendar_periods_of_natural_lengths_are_compared_with_a_note(demo, seed):
+    import random
+
+    from tasks.engine.answerable import _check_lengths, length_notes
+
+    rng = random.Random(seed)
+    months = rng.choice([1, 3, 12])  # months, quarters, years
+    year = rng.randint(2001, 2030)
+    first = rng.choice([1, 4, 7, 10]) if months == 3 else rng.randint(1, 12)
+    nxt = first + months
+    baseline = _calendar(year, first, months)
+    comparison = _calendar(year + (nxt - 1) // 12, (nxt - 1) % 12 + 1, months)
+    q = _ask(demo, baseline=baseline, comparison=comparison)
+    b, c = q.periods.baseline, q.periods.comparison
+    _check_lengths(q)  # never refused
+    notes = length_notes(q)
+    if b.days == c.days:
+        assert notes == []
+        return
+    diff = abs(b.days - c.days)
+    assert len(notes) == 1 and f"differ in length by {diff} day" in notes[0], notes
+    assert "--grain day" in notes[0]
+    assert length_notes(_ask(demo, baseline=baseline, comparison=comparison, grain="day")) == []
+
+
+def test_february_against_march_and_leap_years(demo):
+    from tasks.engine.answerable import length_notes
+
+    for year in (2015, 2016, 2023, 2024):
+        q = _ask(demo, baseline=_calendar(year, 2, 1), comparison=_calendar(year, 3, 1))
+        diff = 31 - _month_end(year, 2).day
+        assert f"by {diff} days" in length_notes(q)[0]
+    q = _ask(demo, baseline="2015-01-01:2015-12-31", comparison="2016-01-01:2016-12-31")
+    assert "by 1 day (baseline 365 days, comparison 366 days)" in length_notes(q)[0]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_totals_over_other_periods_of_unequal_lengths_are_refused(demo, seed):
+    import random
+
+    from tasks.engine.answerable import _check_lengths
+
+    rng = random.Random(seed)
+    year, month = rng.randint(2001, 2030), rng.randint(1, 10)
+    start = date(year, month, 1) + timedelta(days=rng.randint(0, 1))
+    b_end = start + timedelta(days=rng.randint(5, 40))
+    c_start = b_end + timedelta(days=1)
+    c_end = c_start + timedelta(days=(b_end - start).days + rng.choice([-3, -1, 1, 2, 9]))
+    short_end = _month_end(year, month + 1) - timedelta(days=1)
+    shapes = [
+        (f"{start}:{b_end}", f"{c_start}:{c_end}"),  # arbitrary ranges
+        # whole months against whole months of another count
+        (_calendar(year, month, 1), _calendar(year, month + 1, 2)),
+        # a month against the month after it, cut short by a day
+        (_calendar(year, month, 1), f"{date(year, month + 1, 1)}:{short_end}"),
+    ]
+    for baseline, comparison in shapes:
+        q = _ask(demo, baseline=baseline, comparison=comparison)
+        if q.periods.baseline.days == q.periods.comparison.days:
+            continue
+        with pytest.raises(ToolInputError, match="equal length"):
+            _check_lengths(q)
+        ratio = _ask(demo, metric="sum(revenue) / sum(sessions)", baseline=baseline,
+                     comparison=comparison)  # fmt: skip
+        _check_lengths(ratio)
