@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable
-from datetime import timedelta
 from typing import Any
 
 from sqlglot import exp
@@ -24,6 +23,7 @@ from tasks.engine.quality._scope import WHICH, Which, _as_day, _count_if, _Query
 from tasks.engine.quality.coverage import coverage_columns, coverage_query
 from tasks.engine.quality.non_finite import non_finite_columns, non_finite_query
 from tasks.engine.quality.nulls import _null_counts, null_query
+from tasks.engine.lengths import _days, same_months
 from tasks.engine.spec import DateRange, Metric, Question
 
 MAX_SHOWN_VALUES = 5
@@ -60,56 +60,23 @@ def _refusal(message: str, code: str = "invalid_period") -> ToolInputError:
     return ToolInputError(f"cannot answer: {message}", code=code)
 
 
-def _days(n: int) -> str:
-    return f"{n} day" if n == 1 else f"{n} days"
-
-
 def _check_lengths(q: Question) -> None:
     """A total (sum, count, distinct count) over periods of different lengths measures the
     lengths, not the business; a ratio, an average or a per-day value does not. Periods of the
     same number of whole calendar months (two months, quarters or years) are the business's
-    own periods: their totals are compared, with a note (:func:`length_notes`)."""
+    own periods: their totals are compared, with a note (:func:`tasks.engine.lengths.length_notes`)."""
     b, c = q.periods.baseline, q.periods.comparison
     if not isinstance(b, DateRange) or not isinstance(c, DateRange):
         return
     if b.days == c.days or q.metric.kind == "ratio" or q.metric.grain == "day":
         return
-    if _same_months(b, c):
+    if same_months(b, c):
         return
     raise _refusal(
-        f"baseline has {_days(b.days)} ({b.label}), comparison {_days(c.days)} ({c.label}): "
+        f"baseline has {days_text(b.days)} ({b.label}), comparison {days_text(c.days)} ({c.label}): "
         "give periods of equal length or of as many whole calendar months (months, quarters, "
         "years), compare per day (--grain day), or compare a ratio/average metric"
     )
-
-
-def _whole_months(r: DateRange) -> int | None:
-    """How many whole calendar months ``r`` spans (it starts on a 1st and ends on a month's
-    last day), else None."""
-    if r.start.day != 1 or (r.end + timedelta(days=1)).day != 1:
-        return None
-    return (r.end.year - r.start.year) * 12 + r.end.month - r.start.month + 1
-
-
-def _same_months(b: DateRange, c: DateRange) -> bool:
-    months = _whole_months(b)
-    return months is not None and months == _whole_months(c)
-
-
-def length_notes(q: Question) -> list[str]:
-    """The note a total over calendar periods of different lengths carries (see
-    :func:`_check_lengths`): by how many days they differ, and how to compare per day."""
-    b, c = q.periods.baseline, q.periods.comparison
-    if not isinstance(b, DateRange) or not isinstance(c, DateRange) or b.days == c.days:
-        return []
-    if q.metric.kind == "ratio" or q.metric.grain == "day" or not _same_months(b, c):
-        return []
-    longer = "comparison" if c.days > b.days else "baseline"
-    return [
-        f"the periods differ in length by {_days(abs(c.days - b.days))} (baseline "
-        f"{_days(b.days)}, comparison {_days(c.days)}): the totals include the {longer}'s extra "
-        "days; --grain day compares the average per day instead"
-    ]
 
 
 def _period(q: Question, which: Which) -> str:

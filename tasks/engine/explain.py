@@ -17,7 +17,7 @@ import numpy as np
 from sql_tools._context import ToolContext
 from sql_tools._errors import ToolInputError
 from tasks.engine import cube as cube_mod
-from tasks.engine.answerable import length_notes
+from tasks.engine.lengths import length_notes
 from tasks.engine import screen as screen_mod
 from tasks.engine import significance as sig
 from tasks.engine.clean_days import assign_data_quality
