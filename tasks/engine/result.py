@@ -149,6 +149,11 @@ class Explanation(BaseModel):
     hypotheses: list[dict[str, Any]] = []
     findings: list[dict[str, Any]] = []
     data_quality: list[DataQualityIssue] = []
+    data_grain: Literal["day", "week", "month", "quarter", "year"] | None = Field(
+        default=None,
+        description="Date periods: the spacing of the dates with rows (monthly data: month). "
+        "Missing data is judged, and the change tested, in these units.",
+    )
     similar_investigations: list[dict[str, Any]] = Field(
         default=[], description="Past investigations like this one (score, date, causes, run id)."
     )

@@ -45,7 +45,7 @@ from tasks.engine.quality._scope import (
     Which,
     _Scope,
 )
-from tasks.engine.quality.coverage import _coverage
+from tasks.engine.quality.coverage import _coverage, partial_periods
 from tasks.engine.quality.days import (
     MAX_SEGMENT_ISSUES,
     SEGMENT_MIN_PRESENCE,
@@ -53,7 +53,9 @@ from tasks.engine.quality.days import (
     _day_counts,
     _missing_days,
     _segment_missing_days,
+    data_grain,
 )
+from tasks.engine.quality.grain import DAY
 from tasks.engine.quality.duplicates import (
     DUPLICATE_EXACT_MAX_ROWS,
     DUPLICATE_FOLDS,
@@ -127,9 +129,11 @@ def check_quality(
     if scope.time is not None:
         coverage = _coverage(scope)
         counted = coverage.out  # the null check's counts too: one pass for both
-        issues += coverage.issues
-        if coverage.first is not None:
+        if coverage.first is None:
+            issues += partial_periods(scope, coverage, DAY)
+        else:
             days = _day_counts(scope, cells)
+            issues += partial_periods(scope, coverage, data_grain(coverage, days))
             issues += _missing_days(scope, coverage, days)
             issues += _segment_missing_days(scope, days)
     rows = _null_spikes(scope, counted)
