@@ -27,6 +27,11 @@ The root cause or the shift then gets effect ``data_quality``. Each examined one
 :class:`~tasks.engine.result.DataQualityNote` either way: the issue, the days set aside, the move
 with and without them, and the SQL of the per-day query the numbers come from.
 
+Days without rows in the whole table understate a total by what they held: when they account
+for at least half of its change, the even shift is the data's without a test of what is left,
+and when the search named none, one is made of them (:func:`_missing_data`). The days are summed
+per unit of the data's grain first (months of monthly data).
+
 Distinct counts over a whole period (no daily grain) cannot be rebuilt from days (a user seen on
 two days is one user), so they are not measured again: an even shift there keeps the effect
 ``data_quality`` whenever days are missing, and root causes keep theirs.

@@ -16,7 +16,9 @@ Queries (label periods run only the last three):
    connection (label periods: query 3's), so after it this query reads nothing;
 2. rows per day, overall and per value of every dimension at once (``GROUPING SETS``, reduced
    in SQL to the values worth checking) -> ``missing_days`` and ``segment_missing_days``; read
-   from the question's cells when the engine has them (``tasks/engine/leaf_days.py``);
+   from the question's cells when the engine has them (``tasks/engine/leaf_days.py``). The dates
+   with rows tell the data's grain (``grain.py``: monthly data misses months, not days), which
+   ``partial_period`` and ``missing_days`` judge in;
 3. rows and non-NULL counts per period of the dimensions and the metric's columns ->
    ``null_spike``;
 4. rows, distinct rows and their copy counts per day (per period for label periods), grouping
