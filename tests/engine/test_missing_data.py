@@ -251,3 +251,19 @@ def test_grain_of_dates(seed):
     assert grain_of(quarterly).unit == "quarter"
     assert grain_of(yearly).unit == "year"
     assert grain_of(daily).unit == "day" and grain_of(gappy).unit == "day"
+
+
+@pytest.mark.parametrize("unit", ["week", "month", "quarter"])
+def test_the_last_unit_covers_its_whole_span(tmp_path, unit):
+    """Data dated on each unit's first day covers the unit to its end: a comparison period that
+    ends with the data's last unit is fully covered."""
+    rng = random.Random(f"last {unit}")
+    rows, at, n = coarse_prices(rng, unit)
+    last = 2 * n + 1  # the data's last unit
+    end = at(last + 1) - timedelta(days=1)
+    first_c, first_b = at(last + 1 - n), at(last + 1 - 2 * n)
+    b = f"{first_b}:{first_b + (end - first_c)}"
+    with load(tmp_path, "prices", ["symbol", "date", "price"], rows) as ctx:
+        _, a = ask(ctx, "avg(price)", b, f"{first_c}:{end}", table="prices")
+        kinds = {i.kind for i in a.explanation.data_quality}
+        assert not kinds & {"missing_days", "partial_period"}, a.explanation.data_quality
