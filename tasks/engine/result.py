@@ -141,7 +141,9 @@ class Explanation(BaseModel):
     )
     offsetting: list[Segment] = Field(default=[], description="Segments that moved against it.")
     global_shift: Segment | None = Field(
-        default=None, description="A move that hit everything evenly, if there was one."
+        default=None,
+        description="A move that hit everything evenly, if there was one: days missing from the "
+        "whole table make one (effect data_quality), told even within the noise.",
     )
     explained_share: float | None = Field(
         default=None, description="Share of the change the root causes account for together."
