@@ -23,7 +23,7 @@ from tasks.engine.clean_days import assign_data_quality
 from tasks.engine.cube import Cube, build_cube, daily_series
 from tasks.engine.distributions import ttest_rel, ttest_welch
 from tasks.engine.leaf_days import LeafDays, leaf_days
-from tasks.engine.quality.grain import DAY, Grain, by_unit, grain_of
+from tasks.engine.quality.grain import DAY, Grain, by_unit, grain_of, profiled_dates
 from tasks.engine.result import (
     Change,
     DataQualityIssue,
@@ -263,7 +263,7 @@ def _explained(
         if kind == "ratio"
         else additive_leaves(cube.leaf, days)
     )
-    grain = _grain(series)
+    grain = _grain(ctx, q, series)
     change = _significance(q, totals, series, leaves, grain)
     if totals["baseline"] == 0:  # a move from nothing has a size, but not a relative one
         notes.append("the baseline is 0, so the change has no relative size")
@@ -503,12 +503,14 @@ def _totals(ctx: ToolContext, q: Question, cube: Cube) -> dict[str, float | None
     return {"baseline": t["nb"], "comparison": t["nc"]}
 
 
-def _grain(series: dict[str, Any] | None) -> Grain:
-    """The data's grain, from the dates with rows in the two periods (daily without dates)."""
-    if series is None:
+def _grain(ctx: ToolContext, q: Question, series: dict[str, Any] | None) -> Grain:
+    """The data's grain, from the dates with rows in the two periods and the time column's
+    profile, as the data-quality checks tell it (daily without dates)."""
+    if series is None or q.periods.time_column is None:
         return DAY
     s = [series[w] for w in ("baseline", "comparison")]
-    return grain_of(d for p in s for d, ok in zip(p["days"], p["present"], strict=True) if ok)
+    dated = [d for p in s for d, ok in zip(p["days"], p["present"], strict=True) if ok]
+    return grain_of([*dated, *profiled_dates(ctx, q.metric.table, q.periods.time_column)])
 
 
 def _per_unit(s: dict[str, Any], grain: Grain) -> dict[str, Any]:

@@ -267,3 +267,20 @@ def test_the_last_unit_covers_its_whole_span(tmp_path, unit):
         _, a = ask(ctx, "avg(price)", b, f"{first_c}:{end}", table="prices")
         kinds = {i.kind for i in a.explanation.data_quality}
         assert not kinds & {"missing_days", "partial_period"}, a.explanation.data_quality
+
+
+@pytest.mark.parametrize("metric", ["avg(price)", "sum(price)"])
+def test_one_year_against_the_next_in_yearly_data(tmp_path, metric):
+    """Two periods of one year hold one date each: the table's other dates tell the grain."""
+    rng = random.Random(metric)
+    years = rng.randint(4, 8)
+    rows = [
+        [s, date(2001 + i, 1, 1).isoformat(), round(rng.uniform(50, 150), 2)]
+        for s in ("A", "B", "C", "D")
+        for i in range(years)
+    ]
+    with load(tmp_path, "prices", ["symbol", "date", "price"], rows) as ctx:
+        _, a = ask(ctx, metric, "2002-01-01:2002-12-31", "2003-01-01:2003-12-31", table="prices")
+        e = a.explanation
+        assert e.data_grain == "year"
+        assert not {i.kind for i in e.data_quality} & {"missing_days", "partial_period"}

@@ -135,7 +135,7 @@ def check_quality(
             issues += partial_periods(scope, coverage, DAY)
         else:
             days = _day_counts(scope, cells)
-            issues += partial_periods(scope, coverage, data_grain(coverage, days))
+            issues += partial_periods(scope, coverage, data_grain(scope, days))
             issues += _missing_days(scope, coverage, days)
             issues += _segment_missing_days(scope, days)
     rows = _null_spikes(scope, counted)

@@ -25,7 +25,7 @@ from tasks.engine.quality._scope import (
     gap_effect,
 )
 from tasks.engine.quality.coverage import _Coverage
-from tasks.engine.quality.grain import Grain, grain_of
+from tasks.engine.quality.grain import Grain, grain_of, profiled_dates
 from tasks.engine.result import DataQualityIssue
 
 if TYPE_CHECKING:
@@ -240,11 +240,13 @@ def _days_arguments(scope: _Scope) -> dict[str, Any]:
     return {"dimensions": dims, "columns": {f"d{i}": d for i, d in enumerate(dims)}}
 
 
-def data_grain(cov: _Coverage, days: _DayCounts) -> Grain:
+def data_grain(scope: _Scope, days: _DayCounts) -> Grain:
     """The data's grain (:func:`~tasks.engine.quality.grain.grain_of`): from the dates with rows
-    in the two periods and the data's first and last date."""
+    in the two periods and the time column's first, last and most frequent dates (the engine's
+    change test tells it from the same dates)."""
+    assert scope.time is not None
     dated = [d for d, n in days.totals.items() if n]
-    return grain_of([*dated, *(d for d in (cov.first, cov.last) if d is not None)])
+    return grain_of([*dated, *profiled_dates(scope.ctx, scope.table, scope.time.ref)])
 
 
 def _missing_days(scope: _Scope, cov: _Coverage, days: _DayCounts) -> list[DataQualityIssue]:

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import date, timedelta
-from typing import Literal
+from datetime import date, datetime, timedelta
+from typing import Any, Literal
 
 import numpy as np
+
+from sql_tools._context import ToolContext
 
 Unit = Literal["day", "week", "month", "quarter", "year"]
 
@@ -119,6 +121,29 @@ def grain_of(days: Iterable[date]) -> Grain:
     if len(weekdays) == 1:
         return Grain(unit="week", weekday=weekdays.pop())
     return DAY
+
+
+def profiled_dates(ctx: ToolContext, table: str, column: str) -> list[date]:
+    """The time column's first, last and most frequent dates over the whole table (from its
+    profile, measured at load): what tells the grain beside the periods' own dates."""
+    prof = ctx.schema.column_profile(ctx.schema.column(table, column))
+    if prof is None:
+        return []
+    values = [prof.min, prof.max, *prof.samples]
+    return [d for d in (_as_date(v) for v in values) if d is not None]
+
+
+def _as_date(v: Any) -> date | None:
+    if isinstance(v, datetime):
+        return v.date()
+    if isinstance(v, date):
+        return v
+    if isinstance(v, str):
+        try:
+            return date.fromisoformat(v[:10])
+        except ValueError:
+            return None
+    return None
 
 
 def by_unit(
