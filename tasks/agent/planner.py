@@ -17,6 +17,7 @@ from sql_tools.output import Figures, Quantity, gross_movement, percent, share_t
 from tasks.agent.ledger import formats
 from tasks.agent.models import Hypothesis
 from tasks.agent.session import Session
+from tasks.engine.clean_days import NOT_MOST
 from tasks.engine.explain import compare_arguments
 from tasks.engine.result import Explanation, Segment
 from tasks.engine.spec import Question
@@ -533,6 +534,7 @@ def _not_the_data(e: Explanation) -> str:
     notes = [s.data_quality.message for s in moved if s is not None and s.data_quality]
     if not e.change.significant:
         return f"The checks found {kinds}, but the change is within the noise."
+    notes += [n for n in e.notes if NOT_MOST in n]  # days missing from the whole table
     if notes:
         return f"The checks found {kinds}, but they do not explain the move: " + " ".join(notes)
     return (

@@ -64,6 +64,8 @@ TABLE_KINDS = ("missing_days", "partial_period", "duplicate_rows")
 """Issues that set days aside for the whole table (the even shift)."""
 GAP_KINDS = ("missing_days", "partial_period")
 """Issues of days without rows in the whole table."""
+NOT_MOST = "do not account for most of the change"
+"""The words of the note on days without rows that account for less than half of a change."""
 
 
 def assign_data_quality(
@@ -77,6 +79,7 @@ def assign_data_quality(
     cells: LeafDays | None = None,
     grain: Grain = DAY,
     totals: tuple[float | None, float | None] | None = None,
+    notes: list[str] | None = None,
 ) -> Segment | None:
     """Mark the root causes and the even shift whose move the data's defects explain; return
     the even shift, a new one (effect ``data_quality``) when the search named none and days
@@ -96,6 +99,7 @@ def assign_data_quality(
         grain: The data's grain: its days are summed per unit (months of monthly data) first.
         totals: The metric's value in each period (what a distinct count's change is told
             from: it cannot be rebuilt from days).
+        notes: Where what missing days account for goes when it is less than half the change.
     """
     if not q.periods.by_dates or not quality:
         return global_shift
@@ -110,7 +114,7 @@ def assign_data_quality(
             shift.effect = "data_quality"
         elif missing:
             present = _Series.of(ctx, q, {}, cells, grain)
-            return _missing_data(q, gaps, present, set(), totals)
+            return _missing_data(q, gaps, present, set(), totals, notes)
         return global_shift
     touched = [(c, _segment_issues(c, quality)) for c in causes]
     touched = [(c, issues) for c, issues in touched if issues]
@@ -131,7 +135,7 @@ def assign_data_quality(
                 rest = rest.minus(own.get(id(c)) or _Series.of(ctx, q, c.segment, cells, grain))
         _judge_shift(q, shift, table_issues, rest, repeated, outside=rest is not total)
     elif missing:
-        return _missing_data(q, gaps, total, repeated)
+        return _missing_data(q, gaps, total, repeated, notes=notes)
     return global_shift
 
 
@@ -399,6 +403,7 @@ def _missing_data(
     series: _Series,
     repeated: set[str],
     totals: tuple[float | None, float | None] | None = None,
+    notes: list[str] | None = None,
 ) -> Segment | None:
     """The days (units of the data's grain) without rows in the whole table, as the move they
     make in a total: every segment loses them alike, so they are an even move of everything.
@@ -411,6 +416,7 @@ def _missing_data(
     A distinct count (``totals`` given) cannot be rebuilt from days: each period is scaled by
     the share of its days with rows, the most the missing days can move it (every day counting
     alike), and a change that missing data of that size could make cannot be told from it.
+    Otherwise None, and ``notes`` gets what the missing days account for.
     """
     which = ("baseline", "comparison")
     clean = {
@@ -434,8 +440,7 @@ def _missing_data(
     move, left = c / b - 1, ck / bk - 1
     # a distinct count's bound says how far the missing days can move it, either way
     bounded = totals is not None and abs(move - left) >= MAX_LEFT * abs(move)
-    if not (bounded or _explains(move, left)):
-        return None
+    explained = bounded or _explains(move, left)
     delta = c - b
     part = delta - (ck - bk)
     aside = _aside(series, clean)
@@ -453,17 +458,26 @@ def _missing_data(
         if q.metric.grain == "day"
         else "the total"
     )
+    on = f"the {units} with rows"
+    if paired:
+        on = f"the {series.unit} pairs with rows in both periods"
+    noise = "" if p is None else f" (p = {p:.2g})"
+    share = part / delta if delta else math.nan
+    if not explained:
+        if notes is not None:
+            alike = f"if every {series.unit} counted alike" if totals is not None else f"on {on}"
+            notes.append(
+                f"{gone[0].upper()}{gone[1:]}; {what} moved {_pct(move)} in all and "
+                f"{_pct(left)} {alike}{noise}: the missing {units} {NOT_MOST}, which is not "
+                "put down to them."
+            )
+        return None
     if totals is not None:
         measured = (
             f"{_pct(left)} if every {series.unit} counted alike: the missing {units} can "
             "move it that far, so the change cannot be told from the missing data"
         )
     else:
-        on = f"the {units} with rows"
-        if paired:
-            on = f"the {series.unit} pairs with rows in both periods"
-        noise = "" if p is None else f" (p = {p:.2g})"
-        share = part / delta if delta else math.nan
         measured = (
             f"{_pct(left)} on {on}{noise}: the missing {units} account for "
             f"{_pct(min(share, 1.0), sign=False)} of the change, a data problem, not the business"

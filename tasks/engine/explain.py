@@ -297,7 +297,7 @@ def _explained(
     quality = checks.result()
     global_shift = assign_data_quality(
         ctx, q, causes, global_shift, quality, found.z_crit, found.tests, cells, grain,
-        (totals["baseline"], totals["comparison"]),
+        (totals["baseline"], totals["comparison"]), notes,
     )
     direction = math.copysign(1.0, delta) if delta else 1.0
     causes.sort(key=lambda s: (-(s.contribution * direction > 0), -abs(s.contribution)))

@@ -138,6 +138,11 @@ def test_a_missing_quiet_day_leaves_a_real_cause_named(tmp_path):
         assert e.root_causes[0].effect == "rate"
         assert e.global_shift is None or e.global_shift.effect != "data_quality"
         assert "data problem first" not in render(e)
+        (note,) = [n for n in e.notes if "do not account for most of the change" in n]
+        assert next(iter(drop)).isoformat() in note
+        got = verdicts(ctx, q, a)
+        assert ("data_quality", "ruled_out", "medium") in got, got
+        assert ("engine", "confirmed", "high") in got, got
 
 
 def test_a_daily_mean_with_a_missing_day_says_what_it_affects(tmp_path):
