@@ -18,6 +18,7 @@ from sql_tools.words import share_in
 from tasks.agent.ledger import formats
 from tasks.agent.models import Hypothesis
 from tasks.agent.session import Session
+from tasks.engine.clean_days import NOT_MOST
 from tasks.engine.explain import compare_arguments
 from tasks.engine.result import Explanation, Segment
 from tasks.engine.spec import Question
@@ -169,8 +170,17 @@ def offline_hypotheses(
 
 def _data_moves(e: Explanation) -> list[Segment]:
     """Root causes, and the even shift, that the engine puts down to the data."""
-    moved = [*e.root_causes, e.global_shift] if e.change.significant else []
+    moved = [*(e.root_causes if e.change.significant else []), e.global_shift]
     return [s for s in moved if s is not None and s.effect == "data_quality"]
+
+
+def _data_first(e: Explanation, category: str) -> str | None:
+    """For a business cause (any category but data_quality): the note of the data problem the
+    change is put down to first (days missing from the whole table), or None."""
+    g = e.global_shift
+    if category == "data_quality" or g is None or g.effect != "data_quality":
+        return None
+    return g.data_quality.message if g.data_quality is not None else "days missing from the data"
 
 
 def _overlaps(seg: dict[str, Any], named: list[dict[str, Any]]) -> bool:
@@ -342,22 +352,32 @@ def _figures(session: Session, e: Explanation) -> Figures:
 
 
 def _finding_verdict(
-    session: Session, ids: list[str], result: dict, what: str, figures: Figures
+    session: Session,
+    ids: list[str],
+    result: dict,
+    what: str,
+    figures: Figures,
+    behind: str | None = None,
 ) -> None:
+    """Conclude from the gate's answer on a finding. ``behind``: what the data problem that
+    comes first says, for a business cause (confirmed at most with medium confidence then:
+    its share is of a change the data moved)."""
     what = what.rstrip(".")
     status = result.get("status")
     critique = result.get("critique") or ""
     if status == "accepted":
         share = result.get("share_of_change")
-        strong = share is not None and abs(share) >= 0.3
+        strong = share is not None and abs(share) >= 0.3 and behind is None
         part = share * figures.net if share is not None and figures.net is not None else None
+        first = f" The data problem comes first: {behind}" if behind else ""
         session.call(
             "conclude",
             {
                 "status": "confirmed",
                 "confidence": "high" if strong else "medium",
                 "summary": f"{what}: the gate accepted the finding"
-                + (f" ({share_in(part, figures)})." if part is not None else "."),
+                + (f" ({share_in(part, figures)})." if part is not None else ".")
+                + first,
                 "evidence": ids,
             },
         )
@@ -416,7 +436,8 @@ def _plan_cause(session: Session, q: Question, e: Explanation, seg: dict, catego
         )
         return "concluded"
     result = _write(session, seg, category, ids, numbers)
-    _finding_verdict(session, ids, result, _seg(seg), _figures(session, e))
+    behind = _data_first(e, category)
+    _finding_verdict(session, ids, result, _seg(seg), _figures(session, e), behind)
     return "concluded"
 
 
@@ -489,7 +510,8 @@ def _plan_global(session: Session, q: Question, e: Explanation) -> str:
     ids, numbers = _claim(session, q, {})
     if e.global_shift is not None:
         result = _write(session, {}, "global", ids, numbers)
-        _finding_verdict(session, ids, result, "an even shift of everything", _figures(session, e))
+        what = "an even shift of everything"
+        _finding_verdict(session, ids, result, what, _figures(session, e), _data_first(e, "global"))
         return "concluded"
     session.call(
         "conclude",
@@ -526,6 +548,7 @@ def _not_the_data(e: Explanation) -> str:
         return f"The checks found {kinds}; whether the change is more than noise cannot be judged."
     if not e.change.significant:
         return f"The checks found {kinds}, but the change is within the noise."
+    notes += [n for n in e.notes if NOT_MOST in n]  # days missing from the whole table
     if notes:
         return f"The checks found {kinds}, but they do not explain the move: " + " ".join(notes)
     return (

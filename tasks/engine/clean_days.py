@@ -27,6 +27,11 @@ The root cause or the shift then gets effect ``data_quality``. Each examined one
 :class:`~tasks.engine.result.DataQualityNote` either way: the issue, the days set aside, the move
 with and without them, and the SQL of the per-day query the numbers come from.
 
+Days without rows in the whole table understate a total by what they held: when they account
+for at least half of its change, the even shift is the data's without a test of what is left,
+and when the search named none, one is made of them (:func:`_missing_data`). The days are summed
+per unit of the data's grain first (months of monthly data).
+
 Distinct counts over a whole period (no daily grain) cannot be rebuilt from days (a user seen on
 two days is one user), so they are not measured again: an even shift there keeps the effect
 ``data_quality`` whenever days are missing, and root causes keep theirs.
@@ -46,6 +51,7 @@ from sql_tools._sql import Filter
 from tasks.engine import significance as sig
 from tasks.engine.cube import daily_series
 from tasks.engine.distributions import ttest_rel, ttest_welch
+from tasks.engine.quality.grain import DAY, Grain, by_unit
 from tasks.engine.result import DataQualityIssue, DataQualityNote, Evidence, Segment
 from tasks.engine.spec import Question
 
@@ -56,6 +62,10 @@ MAX_LEFT = 0.5
 """A move is the data's only when at most this share of it is left on the clean days."""
 TABLE_KINDS = ("missing_days", "partial_period", "duplicate_rows")
 """Issues that set days aside for the whole table (the even shift)."""
+GAP_KINDS = ("missing_days", "partial_period")
+"""Issues of days without rows in the whole table."""
+NOT_MOST = "do not account for most of the change"
+"""The words of the note on days without rows that account for less than half of a change."""
 
 
 def assign_data_quality(
@@ -67,8 +77,14 @@ def assign_data_quality(
     z_crit: float,
     n_tested: int = 1,
     cells: LeafDays | None = None,
-) -> None:
-    """Mark the root causes and the even shift whose move the data's defects explain.
+    grain: Grain = DAY,
+    totals: tuple[float | None, float | None] | None = None,
+    notes: list[str] | None = None,
+) -> Segment | None:
+    """Mark the root causes and the even shift whose move the data's defects explain; return
+    the even shift, a new one (effect ``data_quality``) when the search named none and days
+    missing from the whole table account for at least half of a total's change
+    (:func:`_missing_data`).
 
     Args:
         ctx: The sandboxed tool context.
@@ -80,26 +96,35 @@ def assign_data_quality(
         n_tested: The segments searched (the causes' p-values are corrected for them).
         cells: The question's stored cells: per-day series of segments they hold are read
             there, not from the source.
+        grain: The data's grain: its days are summed per unit (months of monthly data) first.
+        totals: The metric's value in each period (what a distinct count's change is told
+            from: it cannot be rebuilt from days).
+        notes: Where what missing days account for goes when it is less than half the change.
     """
     if not q.periods.by_dates or not quality:
-        return
+        return global_shift
     table_issues = [
         i for i in quality if i.kind in TABLE_KINDS and (i.kind != "duplicate_rows" or _repeats(i))
     ]
+    gaps = [i for i in table_issues if i.kind in GAP_KINDS]
     shift = global_shift if table_issues else None
+    missing = shift is None and bool(gaps) and q.metric.kind != "ratio"
     if not _by_day(q):
-        if shift is not None and any(i.kind != "duplicate_rows" for i in table_issues):
+        if shift is not None and gaps:
             shift.effect = "data_quality"
-        return
+        elif missing:
+            present = _Series.of(ctx, q, {}, cells, grain)
+            return _missing_data(q, gaps, present, set(), totals, notes)
+        return global_shift
     touched = [(c, _segment_issues(c, quality)) for c in causes]
     touched = [(c, issues) for c, issues in touched if issues]
-    if not touched and shift is None:
-        return
-    total = _Series.of(ctx, q, {}, cells)
+    if not touched and shift is None and not missing:
+        return global_shift
+    total = _Series.of(ctx, q, {}, cells, grain)
     repeated = {d for i in table_issues for d in _repeats(i)}
     own: dict[int, _Series] = {}
     for cause, issues in touched:
-        own[id(cause)] = _Series.of(ctx, q, cause.segment, cells)
+        own[id(cause)] = _Series.of(ctx, q, cause.segment, cells, grain)
         _judge_cause(q, cause, issues, own[id(cause)], total, repeated, z_crit, n_tested)
     if shift is not None:
         # the even shift is the move of what the root causes leave; overlapping causes cannot
@@ -107,8 +132,11 @@ def assign_data_quality(
         rest = total
         if causes and _disjoint([c.segment for c in causes]):
             for c in causes:
-                rest = rest.minus(own.get(id(c)) or _Series.of(ctx, q, c.segment, cells))
+                rest = rest.minus(own.get(id(c)) or _Series.of(ctx, q, c.segment, cells, grain))
         _judge_shift(q, shift, table_issues, rest, repeated, outside=rest is not total)
+    elif missing:
+        return _missing_data(q, gaps, total, repeated, notes=notes)
+    return global_shift
 
 
 def _by_day(q: Question) -> bool:
@@ -149,13 +177,21 @@ class _Series:
     present: dict[str, np.ndarray]
     days: dict[str, list[date]]
     evidence: Evidence
+    unit: str = "day"
+    """The unit of the data's grain the numbers are summed in (a day, a month ...)."""
 
     @classmethod
     def of(
-        cls, ctx: ToolContext, q: Question, segment: dict[str, Any], cells: LeafDays | None
+        cls,
+        ctx: ToolContext,
+        q: Question,
+        segment: dict[str, Any],
+        cells: LeafDays | None,
+        grain: Grain = DAY,
     ) -> _Series:
         """The per-day numbers of ``segment`` ({} for everything), from ``cells`` when they
-        hold it, else from its query on the source."""
+        hold it, else from its query on the source; summed per unit of ``grain`` (a day's
+        numbers are its own for daily data)."""
         extra = tuple(
             Filter(column=k, op="is_null") if v is None else Filter(column=k, op="=", value=v)
             for k, v in segment.items()
@@ -165,17 +201,22 @@ class _Series:
             ctx, q.model_copy(update={"metric": metric}), cells, segment
         )
         which = ("baseline", "comparison")
+        units = {
+            w: by_unit(grain, s["days"], (s["n"], s["d"]), s["present"])
+            for w, s in ((w, series[w]) for w in which)
+        }
         return cls(
-            n={w: series[w]["n"] for w in which},
-            d={w: series[w]["d"] for w in which},
-            present={w: series[w]["present"] for w in which},
-            days={w: series[w]["days"] for w in which},
+            n={w: units[w][1][0] for w in which},
+            d={w: units[w][1][1] for w in which},
+            present={w: units[w][2] for w in which},
+            days={w: units[w][0] for w in which},
             evidence=Evidence(
                 tool="sql",
                 arguments={"check": "per_day", "segment": segment},
                 sql=sql,
                 params={k: _jsonable(v) for k, v in params.items()},
             ),
+            unit=grain.unit,
         )
 
     def minus(self, other: _Series) -> _Series:
@@ -187,6 +228,7 @@ class _Series:
             present=self.present,
             days=self.days,
             evidence=self.evidence,
+            unit=self.unit,
         )
 
 
@@ -249,13 +291,36 @@ def _judge_shift(
     kept, paired = _kept(clean)
     move, left = _relative(q, series, _every(series)), _relative(q, series, kept)
     p = _daily_test(q, series, kept, paired)
-    explained = _explains(move, left) and not sig.significant(p)
+    # days without rows understate a total by what they held: when that is most of the move,
+    # the move is the data's first even if a smaller move is left beyond the noise
+    gaps = any(i.kind in GAP_KINDS for i in issues)
+    explained = _explains(move, left) and (gaps or not sig.significant(p))
     shift.effect = "data_quality" if explained else "rate"
+    if explained and 0 < left / move:
+        # a move left on the clean days is the business's: the shift carries the data's part
+        shift.contribution *= 1 - left / move
+        shift.share = None if shift.share is None else shift.share * (1 - left / move)
     aside = _aside(series, clean)
     what = "the data outside the root causes" if outside else "the total"
-    shift.data_quality = DataQualityNote(
+    on = f"the {series.unit} pairs clean in both periods" if paired else "the clean days"
+    message = _shift_message(what, aside, repeated, move, left, p, explained, on)
+    shift.data_quality = _table_note(issues, message, aside, (move, left, p), explained, series)
+
+
+def _table_note(
+    issues: list[DataQualityIssue],
+    message: str,
+    aside: dict[str, list[str]],
+    moves: tuple[float, float, float | None],
+    explained: bool,
+    series: _Series,
+) -> DataQualityNote:
+    """The note of an even move judged on the clean days: ``moves`` is the move in all, on the
+    clean days, and the p-value there."""
+    move, left, p = moves
+    return DataQualityNote(
         kinds=sorted({i.kind for i in issues}),
-        message=_shift_message(what, aside, repeated, move, left, p, explained, paired),
+        message=message,
         days_set_aside=aside,
         move=move,
         move_on_clean_days=left,
@@ -301,7 +366,7 @@ def _shift_message(
     left: float,
     p: float | None,
     explained: bool,
-    paired: bool,
+    on: str,
 ) -> str:
     parts = []
     gaps = sorted(d for days in aside.values() for d in days if d not in repeated)
@@ -309,9 +374,15 @@ def _shift_message(
         parts.append(f"no rows on {_days(gaps)}")
     if repeated:
         parts.append(f"every row loaded more than once on {_days(sorted(repeated))}")
-    on = "the day pairs clean in both periods" if paired else "the clean days"
     noise = "" if p is None else f" (p = {p:.2g})"
-    if explained:
+    if explained and left * move < 0:
+        verdict = "the other way: the move is a data problem, not the business"
+    elif explained and sig.significant(p):
+        verdict = (
+            f"still beyond the noise, but the data problem accounts for "
+            f"{_pct(1 - left / move, sign=False)} of the move: it is a data problem first"
+        )
+    elif explained:
         verdict = "within the noise: the move is a data problem, not the business"
     elif sig.significant(p):
         verdict = "still beyond the noise: the move is not only the data problem"
@@ -320,6 +391,113 @@ def _shift_message(
     return (
         f"The data has {' and '.join(parts)}; {what} moved {_pct(move)} in all and "
         f"{_pct(left)} on {on}{noise}, {verdict}."
+    )
+
+
+# --- days missing from the whole table -----------------------------------------------------------
+
+
+def _missing_data(
+    q: Question,
+    issues: list[DataQualityIssue],
+    series: _Series,
+    repeated: set[str],
+    totals: tuple[float | None, float | None] | None = None,
+    notes: list[str] | None = None,
+) -> Segment | None:
+    """The days (units of the data's grain) without rows in the whole table, as the move they
+    make in a total: every segment loses them alike, so they are an even move of everything.
+
+    The move is measured again on the days with rows (the day pairs with rows in both periods
+    when the periods have equal length, scaled to the period's length); what the missing days
+    account for is the move less that. When that is at least half of the move
+    (:func:`_explains`; all of it when the move turns the other way), the change is the missing
+    data's: an even shift with effect ``data_quality`` is returned, its contribution that part.
+    A distinct count (``totals`` given) cannot be rebuilt from days: each period is scaled by
+    the share of its days with rows, the most the missing days can move it (every day counting
+    alike), and a change that missing data of that size could make cannot be told from it.
+    Otherwise None, and ``notes`` gets what the missing days account for.
+    """
+    which = ("baseline", "comparison")
+    clean = {
+        w: series.present[w] & ~np.isin([d.isoformat() for d in series.days[w]], list(repeated))
+        for w in which
+    }
+    kept, paired = _kept(clean)
+    p = None
+    if totals is None:
+        b, c = (_value(q, *_totals(series, _every(series), w), len(series.days[w])) for w in which)
+        bk, ck = (_value(q, *_totals(series, kept, w), len(kept[w])) for w in which)
+        p = _daily_test(q, series, kept, paired)
+    else:
+        b, c = (math.nan if t is None else float(t) for t in totals)
+        bk, ck = (
+            v / float(clean[w].mean()) if clean[w].any() else math.nan
+            for v, w in ((b, "baseline"), (c, "comparison"))
+        )
+    if not (b and bk and math.isfinite(b) and math.isfinite(bk) and math.isfinite(c)):
+        return None
+    move, left = c / b - 1, ck / bk - 1
+    # a distinct count's bound says how far the missing days can move it, either way
+    bounded = totals is not None and abs(move - left) >= MAX_LEFT * abs(move)
+    explained = bounded or _explains(move, left)
+    delta = c - b
+    part = delta - (ck - bk)
+    aside = _aside(series, clean)
+    units = {"day": "days"}.get(series.unit, series.unit + "s")
+    gone = "; ".join(
+        f"the {w} period has no rows on {len(days)} of its {len(series.days[w])} {units} "
+        f"({_days(days)})"
+        for w, days in aside.items()
+        if days
+    )
+    what = (
+        "the distinct count"
+        if totals is not None
+        else "the mean per day"
+        if q.metric.grain == "day"
+        else "the total"
+    )
+    on = f"the {units} with rows"
+    if paired:
+        on = f"the {series.unit} pairs with rows in both periods"
+    noise = "" if p is None else f" (p = {p:.2g})"
+    share = part / delta if delta else math.nan
+    if not explained:
+        if notes is not None:
+            alike = f"if every {series.unit} counted alike" if totals is not None else f"on {on}"
+            notes.append(
+                f"{gone[0].upper()}{gone[1:]}; {what} moved {_pct(move)} in all and "
+                f"{_pct(left)} {alike}{noise}: the missing {units} {NOT_MOST}, which is not "
+                "put down to them."
+            )
+        return None
+    if totals is not None:
+        measured = (
+            f"{_pct(left)} if every {series.unit} counted alike: the missing {units} can "
+            "move it that far, so the change cannot be told from the missing data"
+        )
+    else:
+        measured = (
+            f"{_pct(left)} on {on}{noise}: the missing {units} account for "
+            f"{_pct(min(share, 1.0), sign=False)} of the change, a data problem, not the business"
+        )
+    return Segment(
+        segment={},
+        contribution=part,
+        share=part / delta if delta else None,
+        unexpected=0.0,
+        effect="data_quality",
+        p_value=None,
+        significant=False,
+        data_quality=_table_note(
+            issues,
+            f"{gone[0].upper()}{gone[1:]}; {what} moved {_pct(move)} in all and {measured}.",
+            aside,
+            (move, left, p),
+            True,
+            series,
+        ),
     )
 
 
@@ -434,12 +612,10 @@ def _cause_message(
 
 
 def _explains(move: float, left: float) -> bool:
-    return (
-        math.isfinite(move)
-        and move != 0
-        and math.isfinite(left)
-        and (abs(left) <= MAX_LEFT * abs(move))
-    )
+    """Whether at most :data:`MAX_LEFT` of ``move`` is left, in its direction: what the data
+    problem accounts for (``move - left``) is at least the rest of it. A move that turns the
+    other way on the clean days is all the data's."""
+    return math.isfinite(move) and move != 0 and math.isfinite(left) and left / move <= MAX_LEFT
 
 
 def _days(days: list[str]) -> str:

@@ -24,6 +24,7 @@ from tasks.engine.clean_days import assign_data_quality
 from tasks.engine.cube import Cube, build_cube, daily_series
 from tasks.engine.distributions import ttest_rel, ttest_welch
 from tasks.engine.leaf_days import LeafDays, leaf_days
+from tasks.engine.quality.grain import DAY, Grain, by_unit, grain_of, profiled_dates
 from tasks.engine.result import (
     Change,
     DataQualityIssue,
@@ -275,7 +276,8 @@ def _explained(
         if kind == "ratio"
         else additive_leaves(cube.leaf, days)
     )
-    change = _significance(q, totals, series, leaves)
+    grain = _grain(ctx, q, series)
+    change = _significance(q, totals, series, leaves, grain)
     if totals["baseline"] == 0:  # a move from nothing has a size, but not a relative one
         notes.append("the baseline is 0, so the change has no relative size")
     if kind == "distinct":
@@ -313,8 +315,9 @@ def _explained(
             movers = one_name_each(cube, contrib, _largest_moves(cube, contrib, eligible))[0]
         causes = []
     quality = checks.result()
-    assign_data_quality(
-        ctx, q, causes, global_shift, quality, found.z_crit, found.tests, cells
+    global_shift = assign_data_quality(
+        ctx, q, causes, global_shift, quality, found.z_crit, found.tests, cells, grain,
+        (totals["baseline"], totals["comparison"]), notes,
     )
     direction = math.copysign(1.0, delta) if delta else 1.0
     causes.sort(key=lambda s: (-(s.contribution * direction > 0), -abs(s.contribution)))
@@ -364,9 +367,13 @@ def _explained(
         drivers=drivers,
         offsetting=offsetting,
         movers=movers,
-        global_shift=global_shift if change.significant else None,
+        # missing data that moved the total is told whether or not the move is beyond the noise
+        global_shift=global_shift
+        if change.significant or (global_shift and global_shift.effect == "data_quality")
+        else None,
         explained_share=explained,
         data_quality=quality,
+        data_grain=grain.unit if q.periods.by_dates else None,
         dimensions=dims,
         notes=notes,
         stats={
@@ -519,28 +526,50 @@ def _totals(ctx: ToolContext, q: Question, cube: Cube) -> dict[str, float | None
     return {"baseline": t["nb"], "comparison": t["nc"]}
 
 
+def _grain(ctx: ToolContext, q: Question, series: dict[str, Any] | None) -> Grain:
+    """The data's grain, from the dates with rows in the two periods and the time column's
+    profile, as the data-quality checks tell it (daily without dates)."""
+    if series is None or q.periods.time_column is None:
+        return DAY
+    s = [series[w] for w in ("baseline", "comparison")]
+    dated = [d for p in s for d, ok in zip(p["days"], p["present"], strict=True) if ok]
+    return grain_of([*dated, *profiled_dates(ctx, q.metric.table, q.periods.time_column)])
+
+
+def _per_unit(s: dict[str, Any], grain: Grain) -> dict[str, Any]:
+    """A period's per-day series summed per unit of the data's grain (months of monthly data)."""
+    days, (n, d), present = by_unit(grain, s["days"], (s["n"], s["d"]), s["present"])
+    return {"days": days, "n": n, "d": d, "present": present}
+
+
 def _significance(
     q: Question,
     totals: dict[str, float | None],
     series: dict[str, Any] | None,
     leaves: Leaves,
+    grain: Grain = DAY,
 ) -> Change:
-    """Is the overall move outside the noise? Per-day variation when there are days (``series``,
-    from :func:`daily_series`), else the leaves' quasi-Poisson noise."""
+    """Is the overall move outside the noise? The variation of the values per unit of the data's
+    grain (days, or the months of monthly data) when there are dates (``series``, from
+    :func:`daily_series`), else the leaves' quasi-Poisson noise."""
     b, c = totals["baseline"], totals["comparison"]
     absolute = c - b if b is not None and c is not None else None
     relative = absolute / abs(b) if absolute is not None and b else None
     if series is not None:
-        xb, xc = _daily_values(q, series["baseline"]), _daily_values(q, series["comparison"])
+        xb = _daily_values(q, _per_unit(series["baseline"], grain))
+        xc = _daily_values(q, _per_unit(series["comparison"], grain))
         if len(xb) >= 3 and len(xc) >= 3:
-            # identical daily differences leave no spread: the p-value is then 0 (a move) or
-            # NaN (no move, or a NaN day), handled below
+            # identical differences leave no spread: the p-value is then 0 (a move) or NaN (no
+            # move, or a NaN value), handled below
+            unit, units = grain.unit, grain.plural
             if len(xb) == len(xc):
                 res = ttest_rel(xc, xb)
-                method = f"paired t-test on {len(xb)} day pairs (same position in each period)"
+                method = f"paired t-test on {len(xb)} {unit} pairs (same position in each period)"
             else:
                 res = ttest_welch(xc, xb)
-                method = f"Welch t-test on daily values ({len(xb)} vs {len(xc)} days)"
+                method = (
+                    f"Welch t-test on {grain.adjective} values ({len(xb)} vs {len(xc)} {units})"
+                )
             p = float(res.pvalue) if np.isfinite(res.pvalue) else (1.0 if absolute == 0 else 0.0)
             return Change(
                 absolute=absolute,

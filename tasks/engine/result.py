@@ -152,7 +152,9 @@ class Explanation(BaseModel):
         "facts (not causes, not tested), each with the query that reproduces it.",
     )
     global_shift: Segment | None = Field(
-        default=None, description="A move that hit everything evenly, if there was one."
+        default=None,
+        description="A move that hit everything evenly, if there was one: days missing from the "
+        "whole table make one (effect data_quality), told even within the noise.",
     )
     explained_share: float | None = Field(
         default=None, description="Share of the change the root causes account for together."
@@ -160,6 +162,11 @@ class Explanation(BaseModel):
     hypotheses: list[dict[str, Any]] = []
     findings: list[dict[str, Any]] = []
     data_quality: list[DataQualityIssue] = []
+    data_grain: Literal["day", "week", "month", "quarter", "year"] | None = Field(
+        default=None,
+        description="Date periods: the spacing of the dates with rows (monthly data: month). "
+        "Missing data is judged, and the change tested, in these units.",
+    )
     similar_investigations: list[dict[str, Any]] = Field(
         default=[], description="Past investigations like this one (score, date, causes, run id)."
     )

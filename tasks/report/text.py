@@ -172,9 +172,9 @@ def data_first(result: dict[str, Any]) -> list[str]:
     share of the change is a data problem, then each such root cause's or shift's note. Empty
     when no move is put down to the data."""
     change = result.get("change") or {}
-    if not change.get("significant"):
-        return []
     moved = [*(result.get("root_causes") or []), result.get("global_shift")]
+    # missing data is told whether or not the move is beyond the noise (the engine keeps an even
+    # shift within the noise only when it is the data's)
     data = [s for s in moved if s and s.get("effect") == "data_quality"]
     if not data:
         return []

@@ -16,7 +16,9 @@ Queries (label periods run only the last three):
    connection (label periods: query 3's), so after it this query reads nothing;
 2. rows per day, overall and per value of every dimension at once (``GROUPING SETS``, reduced
    in SQL to the values worth checking) -> ``missing_days`` and ``segment_missing_days``; read
-   from the question's cells when the engine has them (``tasks/engine/leaf_days.py``);
+   from the question's cells when the engine has them (``tasks/engine/leaf_days.py``). The dates
+   with rows tell the data's grain (``grain.py``: monthly data misses months, not days), which
+   ``partial_period`` and ``missing_days`` judge in;
 3. rows and non-NULL counts per period of the dimensions and the metric's columns ->
    ``null_spike``;
 4. rows, distinct rows and their copy counts per day (per period for label periods), grouping
@@ -45,7 +47,7 @@ from tasks.engine.quality._scope import (
     Which,
     _Scope,
 )
-from tasks.engine.quality.coverage import _coverage
+from tasks.engine.quality.coverage import _coverage, partial_periods
 from tasks.engine.quality.days import (
     MAX_SEGMENT_ISSUES,
     SEGMENT_MIN_PRESENCE,
@@ -53,7 +55,9 @@ from tasks.engine.quality.days import (
     _day_counts,
     _missing_days,
     _segment_missing_days,
+    data_grain,
 )
+from tasks.engine.quality.grain import DAY
 from tasks.engine.quality.duplicates import (
     DUPLICATE_EXACT_MAX_ROWS,
     DUPLICATE_FOLDS,
@@ -127,9 +131,11 @@ def check_quality(
     if scope.time is not None:
         coverage = _coverage(scope)
         counted = coverage.out  # the null check's counts too: one pass for both
-        issues += coverage.issues
-        if coverage.first is not None:
+        if coverage.first is None:
+            issues += partial_periods(scope, coverage, DAY)
+        else:
             days = _day_counts(scope, cells)
+            issues += partial_periods(scope, coverage, data_grain(scope, days))
             issues += _missing_days(scope, coverage, days)
             issues += _segment_missing_days(scope, days)
     rows = _null_spikes(scope, counted)

@@ -232,6 +232,18 @@ def _list_days(days: Sequence[date]) -> str:
     return f"{shown} and {more} more" if more > 0 else shown
 
 
+def gap_effect(question: Question, plural: str, whose: str = "the period's") -> str:
+    """What time units without rows do to the question's metric: a total (a sum, a count, a
+    distinct count) is understated; a per-day mean counts them as zero; a ratio or an average is
+    measured on the other units only."""
+    m = question.metric
+    if m.kind == "ratio":
+        return f"{whose} value comes from its other {plural} only"
+    if m.grain == "day":
+        return f"{whose} mean per day counts them as zero, so it is understated"
+    return f"{whose} total is understated"
+
+
 def _iso(d: date | None) -> str | None:
     return d.isoformat() if d else None
 

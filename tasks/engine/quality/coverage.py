@@ -9,7 +9,17 @@ from sqlglot import exp
 
 from sql_tools._context import QueryOutput
 from sql_tools.catalog import jsonable
-from tasks.engine.quality._scope import WHICH, Which, _as_day, _evidence, _iso, _Query, _Scope
+from tasks.engine.quality._scope import (
+    WHICH,
+    Which,
+    _as_day,
+    _evidence,
+    _iso,
+    _Query,
+    _Scope,
+    gap_effect,
+)
+from tasks.engine.quality.grain import DAY, Grain
 from tasks.engine.quality.nulls import _null_counts
 from tasks.engine.result import DataQualityIssue
 
@@ -23,19 +33,34 @@ class _Coverage:
     last: date | None
     out: QueryOutput
     issues: list[DataQualityIssue] = field(default_factory=list)
+    grain: Grain = DAY
+
+    def covered(self) -> tuple[date, date] | None:
+        """The days the data covers: from the first day of its first value's unit to the last
+        day of its last value's (monthly data dated 2009-12-01 covers December)."""
+        if self.first is None or self.last is None:
+            return None
+        return self.grain.span(self.first)[0], self.grain.span(self.last)[1]
 
 
 def _coverage(scope: _Scope) -> _Coverage:
-    """First and last day with data; a period the data covers only partly (or not at all). The
-    same pass counts the rows and non-NULL values per period for the null check."""
+    """First and last day with data. The same pass counts the rows and non-NULL values per
+    period for the null check."""
     tree, q = coverage_query(scope)
     out = q.run(tree, max_rows=1)
-    cov = _Coverage(_as_day(out.rows[0][0]), _as_day(out.rows[0][1]), out)
+    return _Coverage(_as_day(out.rows[0][0]), _as_day(out.rows[0][1]), out)
+
+
+def partial_periods(scope: _Scope, cov: _Coverage, grain: Grain) -> list[DataQualityIssue]:
+    """The periods the data covers only partly (or not at all), in units of ``grain``."""
+    cov.grain = grain
+    issues = []
     for which in WHICH:
-        issue = _partial(scope, which, cov, out)
+        issue = _partial(scope, which, cov, cov.out)
         if issue is not None:
-            cov.issues.append(issue)
-    return cov
+            issues.append(issue)
+    cov.issues += issues
+    return issues
 
 
 def coverage_columns(scope: _Scope, q: _Query) -> list[exp.Expression]:
@@ -64,8 +89,9 @@ def _partial(
     assert scope.time is not None
     r = scope.range(which)
     covered = 0
-    if cov.first is not None and cov.last is not None:
-        lo, hi = max(r.start, cov.first), min(r.end, cov.last)
+    span = cov.covered()
+    if span is not None:
+        lo, hi = max(r.start, span[0]), min(r.end, span[1])
         covered = max((hi - lo).days + 1, 0)
     if covered == r.days:
         return None
@@ -79,7 +105,8 @@ def _partial(
     else:
         message = (
             f"The {which} period {r.label} is only partly covered: {span}, so only {covered} "
-            f"of its {r.days} days have data and its total is understated."
+            f"of its {r.days} days have data and "
+            f"{gap_effect(scope.question, 'days', whose='its')}."
         )
     first, last, rows = out.rows[0][:3]
     return DataQualityIssue(

@@ -18,13 +18,14 @@ from tasks.engine.quality._scope import (
     Which,
     _as_day,
     _c,
-    _days,
     _evidence,
     _list_days,
     _Query,
     _Scope,
+    gap_effect,
 )
 from tasks.engine.quality.coverage import _Coverage
+from tasks.engine.quality.grain import Grain, grain_of, profiled_dates
 from tasks.engine.result import DataQualityIssue
 
 if TYPE_CHECKING:
@@ -239,16 +240,27 @@ def _days_arguments(scope: _Scope) -> dict[str, Any]:
     return {"dimensions": dims, "columns": {f"d{i}": d for i, d in enumerate(dims)}}
 
 
+def data_grain(scope: _Scope, days: _DayCounts) -> Grain:
+    """The data's grain (:func:`~tasks.engine.quality.grain.grain_of`): from the dates with rows
+    in the two periods and the time column's first, last and most frequent dates (the engine's
+    change test tells it from the same dates)."""
+    assert scope.time is not None
+    dated = [d for d, n in days.totals.items() if n]
+    return grain_of([*dated, *profiled_dates(scope.ctx, scope.table, scope.time.ref)])
+
+
 def _missing_days(scope: _Scope, cov: _Coverage, days: _DayCounts) -> list[DataQualityIssue]:
-    """Days inside a period and inside the data's coverage that have no rows at all."""
-    assert cov.first is not None and cov.last is not None
+    """Units of the data's grain (days of daily data, months of monthly data) inside a period
+    and inside the data's coverage that have no rows at all."""
+    span = cov.covered()
+    assert span is not None
     issues = []
     for which in WHICH:
         r = scope.range(which)
-        lo, hi = max(r.start, cov.first), min(r.end, cov.last)
+        lo, hi = max(r.start, span[0]), min(r.end, span[1])
         if lo > hi:
             continue  # not covered at all: partial_period already says so
-        covered = _days(lo, hi)
+        covered = cov.grain.units(lo, hi)
         missing = [d for d in covered if not days.totals.get(d)]
         if missing:
             issues.append(_missing_issue(scope, which, missing, len(covered), cov, days))
@@ -263,18 +275,23 @@ def _missing_issue(
     cov: _Coverage,
     days: _DayCounts,
 ) -> DataQualityIssue:
-    """One ``missing_days`` issue: the days of ``which`` without a single row."""
+    """One ``missing_days`` issue: the days (the units of the data's grain) of ``which``
+    without a single row."""
     r = scope.range(which)
     n = len(missing)
     every = n == covered
+    grain = cov.grain
+    units = grain.plural
     tail = (
         "the period has no data at all."
         if every
-        else "those days look unloaded, so the period's total is understated."
+        else f"those {units} look unloaded, so {gap_effect(scope.question, units)}."
     )
+    where = "on" if grain.unit == "day" else "for"
+    data = "" if grain.unit == "day" else f"{grain.adjective} "
     message = (
-        f"No rows on {n} of the {covered} days of the {which} period {r.label} that lie in the "
-        f"data's range {cov.first}..{cov.last} ({_list_days(missing)}); {tail}"
+        f"No rows {where} {n} of the {covered} {units} of the {which} period {r.label} that lie "
+        f"in the {data}data's range {cov.first}..{cov.last} ({_list_days(missing)}); {tail}"
     )
     full = 2 ** len(scope.segment_dimensions) - 1
     return DataQualityIssue(
@@ -288,6 +305,7 @@ def _missing_issue(
             "days": [d.isoformat() for d in missing],
             "missing_days": n,
             "covered_days": covered,
+            "grain": grain.unit,
         },
         evidence=_evidence(
             scope,
