@@ -23,7 +23,7 @@ from tasks.engine.quality._scope import WHICH, Which, _as_day, _count_if, _Query
 from tasks.engine.quality.coverage import coverage_columns, coverage_query
 from tasks.engine.quality.non_finite import non_finite_columns, non_finite_query
 from tasks.engine.quality.nulls import _null_counts, null_query
-from tasks.engine.lengths import _days, same_months
+from tasks.engine.lengths import days_text, same_months
 from tasks.engine.spec import DateRange, Metric, Question
 
 MAX_SHOWN_VALUES = 5
