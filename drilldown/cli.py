@@ -315,17 +315,23 @@ def _investigate(
     expression = result["metric"]["expression"]
     said = verdict if c.get("noise_unjudged") else f"{verdict}, p={p}"
     typer.echo(f"{printable(expression)}: {rel} ({said})")
+    from sql_tools.words import share_in
+    from tasks.report.text import noise_lines
+
     figures = Figures.of(result)  # the report's formats, and its rule for offsetting moves
     for rc in result["root_causes"]:
         seg = ", ".join(f"{k}={v}" for k, v in rc["segment"].items())
-        share = figures.share(rc["contribution"], rc["share"])
+        share = share_in(rc["contribution"], figures)
         typer.echo(f"  root cause: {printable(seg)}  ({rc['effect']}, {share})")
-    from tasks.report.text import noise_lines
-
     for line in noise_lines(result):
         typer.echo(f"  {printable(line)}")
-    if result.get("global_shift"):
-        typer.echo(f"  everything moved evenly ({result['global_shift']['effect']})")
+    shift = result.get("global_shift")
+    if shift:
+        share = share_in(shift["contribution"], figures, units=True)
+        if shift["effect"] == "data_quality":
+            typer.echo(f"  a data problem first: missing data ({share})")
+        else:
+            typer.echo(f"  everything moved evenly ({shift['effect']}, {share})")
     for d in result["data_quality"]:
         typer.echo(f"  data quality: {printable(d['message'])}")
     if summary.get("run_id"):

@@ -48,6 +48,8 @@ import numpy as np
 
 from sql_tools._context import ToolContext
 from sql_tools._sql import Filter
+from sql_tools.output import Quantity
+from sql_tools.words import share_of
 from tasks.engine import significance as sig
 from tasks.engine.cube import daily_series
 from tasks.engine.distributions import ttest_rel, ttest_welch
@@ -478,9 +480,10 @@ def _missing_data(
             "move it that far, so the change cannot be told from the missing data"
         )
     else:
+        changes = Quantity.of([part, delta])
         measured = (
             f"{_pct(left)} on {on}{noise}: the missing {units} account for "
-            f"{_pct(min(share, 1.0), sign=False)} of the change, a data problem, not the business"
+            f"{share_of(part, delta, changes, units=True)}, a data problem, not the business"
         )
     return Segment(
         segment={},

@@ -189,10 +189,11 @@ def data_first(result: dict[str, Any]) -> list[str]:
     business = [s for s in moved if s and s.get("effect") != "data_quality"]
     rest = " The business causes below account for the rest." if business else ""
     kinds = {k for s in data for k in (s.get("data_quality") or {}).get("kinds", [])}
+    units = f"{result.get('data_grain') or 'day'}s"  # missing in the data's own grain
     what = " and ".join(
         w
         for w, hit in (
-            ("days missing from the data", kinds != {"duplicate_rows"}),
+            (f"{units} missing from the data", kinds != {"duplicate_rows"}),
             ("days loaded more than once", "duplicate_rows" in kinds),
         )
         if hit

@@ -366,7 +366,7 @@ def test_tool_summaries_print_the_metric_as_the_report_does(
     parent = next(h for h in r["result"]["hypotheses"] if h["title"].startswith("All of"))
     assert f"({cause[3]} of " in parent["summary"], (cause, parent["summary"])
     assert f"total {before} → {after};" in page_text(r["html"])
-    assert f"(rate, {cause[4]} of the change)" in r["printed"]
+    assert f"(rate, {cause[4]} of the total change of " in r["printed"]
 
 
 SHARE_OF = re.compile(r"([+-]?[\d,]+(?:\.\d+)?)% of")
