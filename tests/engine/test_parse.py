@@ -696,7 +696,8 @@ def _calendar(year: int, month: int, months: int) -> str:
 def test_totals_over_calendar_periods_of_natural_lengths_are_compared_with_a_note(demo, seed):
     import random
 
-    from tasks.engine.answerable import _check_lengths, length_notes
+    from tasks.engine.answerable import _check_lengths
+    from tasks.engine.lengths import length_notes
 
     rng = random.Random(seed)
     months = rng.choice([1, 3, 12])  # months, quarters, years
@@ -719,7 +720,7 @@ def test_totals_over_calendar_periods_of_natural_lengths_are_compared_with_a_not
 
 
 def test_february_against_march_and_leap_years(demo):
-    from tasks.engine.answerable import length_notes
+    from tasks.engine.lengths import length_notes
 
     for year in (2015, 2016, 2023, 2024):
         q = _ask(demo, baseline=_calendar(year, 2, 1), comparison=_calendar(year, 3, 1))

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from sql_tools import ToolContext
+from sql_tools._sql import MAX_SEGMENT_COLUMNS
 from tasks.engine import cube as cube_mod
 from tasks.engine import screen as screen_mod
 from tasks.engine import search as search_mod
@@ -88,7 +89,8 @@ def test_screened_search_names_the_same_causes_as_the_full_search(name, scenario
     text = render(screened)
     depth = screened.stats["max_depth"]
     assert depth == len(kept), "so few columns are searched at every depth"
-    assert f"segments over {', '.join(kept)} (up to {depth} columns" in text.replace("\\_", "_")
+    searched = f"segments over {', '.join(kept)}: every value of each column and every combination"
+    assert f"{searched} of up to {depth} of them" in text.replace("\\_", "_")
 
 
 def test_covers_hold_every_combination_within_the_budget():
@@ -195,7 +197,7 @@ def test_explain_change_is_a_tool_with_the_same_answer_as_the_library(scenario_d
             ({**args, "metric": "sum(no_such_column)"}, "unknown_column"),
             ({**args, "baseline": {"label": "x", "start": start}}, "invalid_period"),
             ({**args, "baseline": {"label": "week 1"}}, "invalid_period"),
-            ({**args, "max_depth": 5}, "limit_exceeded"),
+            ({**args, "max_depth": MAX_SEGMENT_COLUMNS + 1}, "limit_exceeded"),
         ):
             is_error, err = dispatch(ctx, "explain_change", bad)
             assert is_error and err["error"]["code"] == code, (bad, err)
