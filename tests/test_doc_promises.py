@@ -30,6 +30,10 @@ from tests.support.shapes import (
     us_date,
 )
 
+# Slow end to end (every documented input and option run through the command line):
+# left to `make test-slow`, which CI runs.
+pytestmark = pytest.mark.slow
+
 DATA_MD = ROOT / "docs" / "data.md"
 INVESTIGATE_MD = ROOT / "docs" / "investigate.md"
 

@@ -198,6 +198,7 @@ def _offline_env(tmp_path: Path) -> dict[str, str]:
     return {**env, "HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
 
 
+@pytest.mark.slow  # the quickstart and every documented command, in a copy of the project
 def test_shell_commands_run_after_the_quickstart(tmp_path):
     """Each shell block's runnable commands, as one script per block in reading order, from the
     project folder right after `make demo`: what a reader following the docs would type."""

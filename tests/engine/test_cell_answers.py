@@ -35,6 +35,10 @@ from tests.support.cell_calls import (
 )
 from tests.support.pg_source import differences
 
+# Slow end to end (planted scenarios investigated and their tool calls re-run):
+# left to `make test-slow`, which CI runs.
+pytestmark = pytest.mark.slow
+
 # a cause in a joined column; two causes; a missing day; a ratio of integer sums; integer sums
 NAMES = ["pricing_join", "two_causes", "missing_day", "mix_shift", "uneven_drop"]
 

@@ -24,6 +24,10 @@ from tasks.ingest.load import load_files
 from tests.engine.test_scenarios import SCENARIOS, expected_of
 from tests.flows.test_postgres_source import _question as scenario_question
 
+# Slow end to end (planted scenarios' numbers re-computed on the source):
+# left to `make test-slow`, which CI runs.
+pytestmark = pytest.mark.slow
+
 # two root causes; a cause in a joined column; a missing day (clean days measured); a ratio
 NAMES = ["two_causes", "pricing_join", "missing_day", "mix_shift"]
 REL = 1e-9

@@ -29,6 +29,10 @@ from tests.support.pg_source import (
     reader_role,
 )
 
+# Slow end to end (the engine on a real Postgres against DuckDB):
+# left to `make test-slow`, which CI runs.
+pytestmark = pytest.mark.slow
+
 NOT_COMPARED = frozenset({"sql", "elapsed_ms", "query_ms", "screen_ms", "cube_ms"})
 DAYS = [f"2024-04-{d:02d}" for d in range(1, 15)]
 

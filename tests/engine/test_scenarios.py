@@ -21,6 +21,10 @@ import pytest
 
 from tests.support.report_tables import SEGMENT_SECTIONS, md_tables, named_twice, one_precision
 
+# Slow end to end (every planted scenario investigated and checked against its expected answer):
+# left to `make test-slow`, which CI runs.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ROOT / "data" / "scenarios"
 NAMES = sorted(p.parent.name for p in SCENARIOS.glob("*/expected.json"))

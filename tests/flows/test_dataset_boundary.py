@@ -24,6 +24,10 @@ from tests.agent.test_agent import Scripted, _proposal, call, results, turn
 from tests.support.records import store_text
 from tests.test_hostile_values import weeks_csv
 
+# Slow end to end (flow runs on datasets of their own):
+# left to `make test-slow`, which CI runs.
+pytestmark = pytest.mark.slow
+
 MARKER = "ZEBRA-7781-Quartz"  # a value only the first dataset holds
 FIRST = ("payroll", "employee", "salary")  # its table and columns
 WEEKS = {"baseline": "2024-01-01:2024-01-07", "comparison": "2024-01-08:2024-01-14"}

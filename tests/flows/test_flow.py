@@ -7,6 +7,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
+# Slow end to end (the investigate flow on a Prefect server):
+# left to `make test-slow`, which CI runs.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "data" / "demo"
 QUESTION = dict(

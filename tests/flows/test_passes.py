@@ -25,6 +25,10 @@ from tests.engine.test_scenarios import SCENARIOS, expected_of
 from tests.flows.test_postgres_source import _question
 from tests.support.pg_source import copy_tables, reader_role
 
+# Slow end to end (flow runs counting their passes over the source):
+# left to `make test-slow`, which CI runs.
+pytestmark = pytest.mark.slow
+
 SCENARIO = "pricing_join"
 TABLES = {"events", "users"}
 ENGINE_PASSES = {"events": 2, "users": 2}

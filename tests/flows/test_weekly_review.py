@@ -20,6 +20,10 @@ from flows.weekly_review import ReviewConfig, read_review, render_summary, revie
 from tests.support.fake_storage import FakeStorage
 from tests.support.prefect_runs import child_runs, markdown_artifact
 
+# Slow end to end (the weekly review's flows on a Prefect server):
+# left to `make test-slow`, which CI runs.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "metrics.yaml"
 NOISE = ROOT / "data" / "scenarios" / "pure_noise"

@@ -28,6 +28,10 @@ import sys, time
 import tasks.store.base as base
 from drilldown.cli import app
 
+# Slow end to end (investigations and processes saving at once):
+# left to `make test-slow`, which CI runs.
+pytestmark = pytest.mark.slow
+
 base._after_write_step = lambda step: time.sleep(0.3)
 sys.argv = ["drilldown", *sys.argv[1:]]
 app()

@@ -10,6 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+# Slow end to end (investigations run one after another through the command line):
+# left to `make test-slow`, which CI runs.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 IOS_52 = {"platform": "ios", "app_version": "5.2"}
 DEMO = ROOT / "data" / "demo"
