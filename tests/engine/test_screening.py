@@ -26,6 +26,11 @@ from tasks.engine.search import Groups
 from tasks.ingest.load import load_files
 from tasks.report.markdown import render
 
+
+# Slow end to end (planted scenarios searched with and without screening):
+# left to `make test-slow`, which CI runs.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ROOT / "data" / "scenarios"
 

@@ -28,6 +28,11 @@ from tasks.engine.search import _refit
 from tests.support.invariants import ask, missed
 
 
+# Slow end to end (the search's stories on generated data, investigated whole):
+# left to `make test-slow`, which CI runs.
+pytestmark = pytest.mark.slow
+
+
 def test_the_joint_fit_takes_a_pick_whose_rows_all_went_to_zero() -> None:
     f0 = np.array([10.0, 10.0, 10.0, 10.0])
     v = np.array([0.0, 0.0, 13.0, 10.0])

@@ -15,6 +15,11 @@ import pytest
 
 from tests.support.cli import drilldown, file_digest, tool
 
+
+# Slow end to end (`drilldown load` run as a command, file by file):
+# left to `make test-slow`, which CI runs.
+pytestmark = pytest.mark.slow
+
 EARLY_ROWS = 30_000  # well past DuckDB's 20,480-row type sample
 BIG_ROWS = 150_000  # enough for DuckDB to write blocks to the file before it commits
 

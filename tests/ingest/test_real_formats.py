@@ -31,6 +31,11 @@ from tests.support.shapes import (
 )
 
 
+# Slow end to end (files of real-world formats investigated through the command line):
+# left to `make test-slow`, which CI runs.
+pytestmark = pytest.mark.slow
+
+
 def load(tmp_path: Path, src: Path, *options: str) -> tuple[duckdb.DuckDBPyConnection, str]:
     """``drilldown load`` into a fresh database: the connection and what the command printed."""
     db = tmp_path / f"{src.stem}.duckdb"

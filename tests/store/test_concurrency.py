@@ -15,6 +15,10 @@ import pytest
 from tasks.store import DuckDBStore
 from tests.support.records import ios_revenue_drop
 
+# Slow end to end (investigations and processes saving at once):
+# left to `make test-slow`, which CI runs.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "data" / "demo"
 PERIODS = [
@@ -28,9 +32,6 @@ import sys, time
 import tasks.store.base as base
 from drilldown.cli import app
 
-# Slow end to end (investigations and processes saving at once):
-# left to `make test-slow`, which CI runs.
-pytestmark = pytest.mark.slow
 
 base._after_write_step = lambda step: time.sleep(0.3)
 sys.argv = ["drilldown", *sys.argv[1:]]
