@@ -605,7 +605,7 @@ def _checks(e: Explanation, db: str | None) -> list[Check]:
 def _check(s: Segment, db: str | None) -> Check:
     """The ``drilldown tool`` command that shows segment ``s`` (its evidence's tool call)."""
     assert s.evidence is not None
-    arguments = dumps(s.evidence.arguments).replace("`", "\\u0060")
+    arguments = dumps(s.evidence.arguments)
     return Check(Name.of(s.segment), command=tool_command(s.evidence.tool, db, arguments))
 
 

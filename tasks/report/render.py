@@ -3,12 +3,14 @@ run's markdown artifact, and report.html.
 
 Every value a template prints passes through its format's escape (the environments' ``finalize``),
 so a template cannot forget one: Markdown specials are escaped in report.md (as ``esc`` does),
-HTML in report.html (as ``html.escape`` does); both defang addresses. Code blocks (SQL, commands) go through the ``code`` filter instead.
+HTML in report.html (as ``html.escape`` does); both defang addresses. Code blocks (SQL, commands)
+go through the ``code`` filter instead, and report.md's blocks are fenced by ``fence``.
 """
 
 from __future__ import annotations
 
 import base64
+import re
 from html import escape as html_escape
 from collections.abc import Mapping, Sequence
 from functools import cache
@@ -36,9 +38,20 @@ def _md_value(value: Any) -> Any:
 
 
 def _md_code(value: Any, one_line: bool = False) -> Markup:
-    """A fenced block's text: no backtick can close the fence."""
+    """A fenced block's text, as it is (hidden characters as escapes): the block's fence
+    (:func:`_md_fence`) is longer than any run of backticks in it, so none can close it and a
+    copy of the block's text is the text itself, a command still the same command."""
     body = " ".join(str(value).split()) if one_line else str(value)
-    return Markup(printable(body, keep="\n").replace("`", "'"))
+    return Markup(printable(body, keep="\n"))
+
+
+def _md_fence(body: Any, info: str = "") -> Markup:
+    """``body`` as a fenced code block whose fence of backticks is longer than any run of
+    backticks inside it (CommonMark: a fence closes only on a run at least as long)."""
+    text = str(body).strip("\n")
+    runs = [len(r) for r in re.findall(r"`+", text)]
+    fence = "`" * max(3, max(runs, default=0) + 1)
+    return Markup(f"{fence}{info}\n{text}\n{fence}")
 
 
 def _html_value(value: Any) -> Any:
@@ -67,6 +80,7 @@ def environment(kind: str) -> Environment:
         keep_trailing_newline=True,
     )
     env.filters["code"] = _html_code if html else _md_code
+    env.filters["fence"] = _md_fence
     return env
 
 
