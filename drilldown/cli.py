@@ -147,6 +147,7 @@ def tool(
     """Run one SQL tool and print its JSON result."""
     from sql_tools import Limits, SqlToolError, ToolInputError
     from sql_tools._context import limit_address_space
+    from tasks.client_names import resolve_text
     from tasks.ingest.postgres import open_context
     from tasks.tools import call
 
@@ -158,8 +159,8 @@ def tool(
         raise typer.Exit(2) from None
     limit_address_space(limits.address_space_bytes)
     try:
-        with open_context(db, limits) as ctx:
-            result = call(ctx, name, raw)
+        with open_context(db, limits) as ctx:  # handles, as `tools --json` lists them, too
+            result = call(ctx, name, resolve_text(ctx.schema, name, raw))
             emit_json(result.model_dump(mode="json"))
     except ToolInputError as exc:
         emit_json(exc.to_dict())
@@ -184,6 +185,7 @@ def tools(
     """List the SQL tools (or print their definitions as given to Claude)."""
     from sql_tools import SqlToolError
     from tasks.ingest.postgres import open_context
+    from tasks.client_names import definitions
     from tasks.tools import TOOLS, anthropic_tools
 
     if not as_json:
@@ -194,8 +196,8 @@ def tools(
         if db is None:
             emit_json(anthropic_tools())
         else:
-            with open_context(db) as ctx:
-                emit_json(anthropic_tools(ctx))
+            with open_context(db) as ctx:  # names that are not plain as handles
+                emit_json(definitions(ctx))
     except SqlToolError as exc:
         fail(exc.message)
 

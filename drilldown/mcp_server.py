@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -31,7 +32,8 @@ from pydantic import ValidationError
 from sql_tools._context import Limits, ToolContext, limit_address_space
 from sql_tools._errors import one_line
 from sql_tools.output import dumps, json_safe, shallow
-from sql_tools.registry import input_schema
+from tasks.agent.names import Names
+from tasks.client_names import NAMES_NOTE, answer, client_names, definitions, resolve
 from tasks.tools import TOOLS, dispatch
 
 log = logging.getLogger("drilldown.mcp")
@@ -57,16 +59,17 @@ def _version() -> str:
         return "0.0.0"
 
 
-def tool_definitions(ctx: ToolContext) -> list[types.Tool]:
-    """The registry's tools as MCP tools, with live-schema input schemas."""
+def tool_definitions(ctx: ToolContext, names: Names | None = None) -> list[types.Tool]:
+    """The registry's tools as MCP tools, with live-schema input schemas whose enums name a
+    table or column by handle unless its name is plain (:mod:`tasks.client_names`)."""
     return [
         types.Tool(
-            name=t.name,
-            description=t.description,
-            input_schema=input_schema(t, ctx),
+            name=d["name"],
+            description=d["description"],
+            input_schema=d["input_schema"],
             annotations=_READ_ONLY,
         )
-        for t in TOOLS
+        for d in definitions(ctx, names)
     ]
 
 
@@ -79,11 +82,16 @@ def tool_result(is_error: bool, payload: dict[str, Any]) -> types.CallToolResult
     )
 
 
-def run_tool(ctx: ToolContext, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
-    """One ``tools/call``: ``dispatch`` (never raises for bad input), as an MCP result."""
+def run_tool(
+    ctx: ToolContext, name: str, arguments: dict[str, Any] | None, names: Names | None = None
+) -> types.CallToolResult:
+    """One ``tools/call``: its handles resolved, ``dispatch`` (never raises for bad input),
+    the result named by handles, as an MCP result."""
+    names = names or client_names(ctx.schema)
     try:
-        is_error, payload = dispatch(ctx, name, arguments if arguments is not None else {})
-        return tool_result(is_error, payload)
+        arguments = resolve(names, name, arguments if arguments is not None else {})
+        is_error, payload = dispatch(ctx, name, arguments)
+        return tool_result(is_error, answer(names, name, payload))
     except Exception as exc:  # a bug must not end the session; the caller sees a one-line error
         log.exception("tool %r failed", name)
         message = f"internal error: {one_line(exc, 300)}"
@@ -92,7 +100,8 @@ def run_tool(ctx: ToolContext, name: str, arguments: dict[str, Any] | None) -> t
 
 def build_server(ctx: ToolContext) -> Server[Any]:
     """An MCP server exposing the registry's tools on ``ctx`` (which the caller keeps open)."""
-    tools = tool_definitions(ctx)  # the connection is read-only: the schema cannot change
+    names = client_names(ctx.schema)  # the connection is read-only: the schema cannot change
+    tools = tool_definitions(ctx, names)
     lock = anyio.Lock()  # one DuckDB connection: calls run one at a time, off the event loop
 
     async def on_list_tools(
@@ -102,28 +111,66 @@ def build_server(ctx: ToolContext) -> Server[Any]:
 
     async def on_call_tool(_rc: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         async with lock:
-            return await anyio.to_thread.run_sync(run_tool, ctx, params.name, params.arguments)
+            return await anyio.to_thread.run_sync(
+                run_tool, ctx, params.name, params.arguments, names
+            )
 
     return Server(
         SERVER_NAME,
         version=_version(),
         title="metric-drilldown",
         description="Why did a metric move? Read-only SQL tools over a loaded DuckDB file.",
-        instructions=INSTRUCTIONS,
+        instructions=f"{INSTRUCTIONS} {NAMES_NOTE}",
         on_list_tools=on_list_tools,
         on_call_tool=on_call_tool,
     )
 
 
 async def _run(server: Server[Any]) -> None:
-    async with stdio_server() as (read_stream, write_stream):
+    tap = _Tap(_own_stdin())
+    async with stdio_server(stdin=tap) as (read_stream, write_stream):  # type: ignore[arg-type]
         screened_send, screened = anyio.create_memory_object_stream[SessionMessage | Exception]()
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_screen, read_stream, screened_send, write_stream)
+            tg.start_soon(_screen, read_stream, screened_send, write_stream, tap)
             await server.run(screened, write_stream, server.create_initialization_options())
 
 
-async def _screen(read_stream: Any, forward: Any, write_stream: Any) -> None:
+def _own_stdin() -> Any:
+    """The wire on fd 0, read from a private copy of it; fd 0 itself reads nothing after."""
+    wire = os.dup(0)
+    nothing = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(nothing, 0)
+    os.close(nothing)
+    return anyio.wrap_file(open(wire, encoding="utf-8", errors="replace"))  # noqa: SIM115
+
+
+class _Tap:
+    """The lines of stdin as the transport reads them, the last one kept: a line the
+    transport cannot read is reported before the next one is read, so ``last`` is that line."""
+
+    def __init__(self, source: Any) -> None:
+        self._lines = source.__aiter__()
+        self.last = ""
+
+    def __aiter__(self) -> _Tap:
+        return self
+
+    async def __anext__(self) -> str:
+        self.last = await self._lines.__anext__()
+        return self.last
+
+
+class _Raw:
+    """A reply written as it is (its id echoed exactly, of whatever JSON type it came)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def model_dump_json(self, **_: Any) -> str:
+        return self.text
+
+
+async def _screen(read_stream: Any, forward: Any, write_stream: Any, tap: _Tap) -> None:
     """Pass messages on to the server; answer a line the transport could not read.
 
     The SDK drops such a line without a word, so its sender would wait forever: the request's
@@ -131,31 +178,62 @@ async def _screen(read_stream: Any, forward: Any, write_stream: Any) -> None:
     """
     async with forward:
         async for item in read_stream:
+            line = tap.last  # read before any await: still the item's line
             if not isinstance(item, Exception):
-                await forward.send(item)
-                continue
-            reply = unreadable_reply(item)
+                if not (isinstance(item.message, types.JSONRPCNotification) and _has_id(line)):
+                    await forward.send(item)
+                    continue
+                # an id the SDK does not take (a float, a boolean, null) made it a notification
+                item = ValueError("id: must be a string or an integer")
+            reply = unreadable_reply(item, line)
             if reply is not None:
-                await write_stream.send(SessionMessage(reply))
+                await write_stream.send(SessionMessage(_Raw(reply)))  # type: ignore[arg-type]
 
 
-def unreadable_reply(exc: Exception) -> types.JSONRPCError | None:
-    """The JSON-RPC error for a line the transport failed to read (None for a notification)."""
+def _has_id(line: str) -> bool:
+    """Whether the message on ``line`` is an object with an ``id`` member."""
+    top, _ = shallow(line, 1)
+    try:
+        message = json.loads(top) if top else None
+    except ValueError:
+        return False
+    return isinstance(message, dict) and "id" in message
+
+
+class _Number(str):
+    """A JSON number as its text, so an id is echoed exactly as it came."""
+
+
+def request_id(line: str) -> str:
+    """The JSON text of the id of the message on ``line``: a string, number or boolean as it
+    came; ``null`` when there is none to read (not JSON, not an object, an id of another type)."""
+    top, _ = shallow(line, 1)
+    try:
+        message = json.loads(top, parse_float=_Number, parse_int=_Number) if top else None
+    except ValueError:
+        return "null"
+    rid = message.get("id") if isinstance(message, dict) else None
+    if isinstance(rid, _Number):
+        return str(rid)
+    if isinstance(rid, str | bool):
+        return json.dumps(rid)
+    return "null"
+
+
+def unreadable_reply(exc: Exception, line: str = "") -> str | None:
+    """The JSON-RPC error (as its JSON text) for ``line``, which the transport failed to read
+    (``exc``); None for a notification, which gets no reply."""
     errors = exc.errors(include_url=False) if isinstance(exc, ValidationError) else []
-    line = next((str(e["input"]) for e in errors if e["type"] == "json_invalid"), "")
+    invalid_json = any(e["type"] == "json_invalid" for e in errors)
+    line = line or next((str(e["input"]) for e in errors if e["type"] == "json_invalid"), "")
     top, depth = shallow(line, 1)
     try:
         message = json.loads(top) if top else {}
     except ValueError:
         message = {}
-    if not isinstance(message, dict):
-        message = {}
-    if "method" in message and "id" not in message:
+    if isinstance(message, dict) and "method" in message and "id" not in message:
         log.warning("dropped an unreadable notification")
         return None
-    request_id = message.get("id")
-    if not isinstance(request_id, str | int) or isinstance(request_id, bool):
-        request_id = None
     nesting = Limits().max_nesting
     if depth > nesting:
         code = types.INVALID_PARAMS
@@ -166,11 +244,10 @@ def unreadable_reply(exc: Exception) -> types.JSONRPCError | None:
     else:
         first = errors[0] if errors else {"loc": (), "msg": str(exc)}
         where = ".".join(map(str, first["loc"])) + ": " if first["loc"] else ""
-        code = types.PARSE_ERROR if line else types.INVALID_REQUEST
+        code = types.PARSE_ERROR if invalid_json or not line.strip() else types.INVALID_REQUEST
         text = one_line(f"not a valid JSON-RPC message: {where}{first['msg']}")
-    return types.JSONRPCError(
-        jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=text)
-    )
+    error = json.dumps({"code": code, "message": text}, ensure_ascii=False)
+    return f'{{"jsonrpc":"2.0","id":{request_id(line)},"error":{error}}}'
 
 
 def serve(db_path: Path, *, limits: Limits | None = None) -> None:

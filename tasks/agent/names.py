@@ -49,16 +49,38 @@ Translate = Callable[[str, Any], Any]
 
 
 class Names:
-    """The handles of one database's tables and columns, and the translations both ways."""
+    """The handles of one database's tables and columns, and the translations both ways.
 
-    def __init__(self, schema: Schema) -> None:
+    ``keep``: names that stand for themselves (their handle is the name); every other name's
+    handle is ``table_N`` / ``col_N`` with as many ``_`` added as it takes to differ from every
+    name in the schema, so a handle and a kept name never read alike. Without ``keep`` every
+    name has a handle (the agent's model)."""
+
+    def __init__(self, schema: Schema, keep: Callable[[str], bool] | None = None) -> None:
         self.schema = schema
-        self.tables = {t: f"table_{i}" for i, t in enumerate(schema.table_names, 1)}
-        self.columns = {c: f"col_{i}" for i, c in enumerate(schema.all_refs(), 1)}
+        taken = {n.lower() for n in (*schema.table_names, *schema.all_refs())} if keep else set()
+
+        def handle(prefix: str, i: int, name: str) -> str:
+            if keep is not None and keep(name):
+                return name
+            h = f"{prefix}_{i}"
+            while h in taken:
+                h += "_"
+            return h
+
+        self.tables = {t: handle("table", i, t) for i, t in enumerate(schema.table_names, 1)}
+        self.columns = {c: handle("col", i, c) for i, c in enumerate(schema.all_refs(), 1)}
         self._real = {
             "table": {h: t for t, h in self.tables.items()},
             "column": {h: c for c, h in self.columns.items()},
         }
+
+    @property
+    def hidden(self) -> bool:
+        """Whether any name has a handle other than itself."""
+        return any(t != h for t, h in self.tables.items()) or any(
+            c != h for c, h in self.columns.items()
+        )
 
     def live(self) -> dict[str, list[str]]:
         """The handles for the enums of the tool definitions (``x-live`` kinds)."""
@@ -136,9 +158,10 @@ class Names:
 
         def swap(m: re.Match[str]) -> str:
             token = m.group()
-            if not re.fullmatch(r"col_[0-9]+", token, re.I):
+            if not re.fullmatch(r"col_[0-9]+_*", token, re.I):
                 return token
-            return _quoted(self._column(self.real("column", token)))
+            real = self.real("column", token, strict=token.lower() not in self.columns)
+            return token if real == token else _quoted(self._column(real))
 
         return _EXPRESSION_TOKEN.sub(swap, text)
 
@@ -256,9 +279,13 @@ class Names:
             return error
         handles = [known[v] for v in valid]
         message = str(error.get("message", ""))
-        tail = "; valid: " + ", ".join(valid)
-        if message.endswith(tail):
-            message = message[: -len(tail)] + "; valid: " + ", ".join(handles)
+        # the list ends the message, flattened to one line and maybe cut short
+        start = message.find("; valid: " + " ".join(valid[0].split())[:20])
+        if start < 0:
+            start = message.find("; valid: ")
+        if start >= 0:
+            more = f", … ({len(handles)} in all)" if len(handles) > 40 else ""
+            message = message[:start] + "; valid: " + ", ".join(handles[:40]) + more
         return {**error, "message": message, "valid_values": handles}
 
 
