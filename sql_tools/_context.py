@@ -32,6 +32,7 @@ from sql_tools._errors import (
 )
 from sql_tools._guard import check_select
 from sql_tools.passes import HeldAnswers, Passes
+from sql_tools.views import left_out_note, refused_views
 from sql_tools.catalog import (
     META_SCHEMA,
     Catalog,
@@ -95,6 +96,18 @@ class Schema:
     tables: dict[str, list[Column]]
     catalog: Catalog
     row_counts: dict[str, int] = field(default_factory=dict)
+    #: relation name -> why it is not offered (a view that reads beyond the file's tables)
+    left_out: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def notes(self) -> list[str]:
+        """One line per relation left out, naming it and why."""
+        return [left_out_note(name, why) for name, why in sorted(self.left_out.items())]
+
+    def leave_out(self, name: str, reason: str) -> None:
+        """Offer ``name`` no more: it is gone from the tables and named in :attr:`notes`."""
+        self.tables.pop(name, None)
+        self.left_out[name] = reason
 
     @property
     def table_names(self) -> list[str]:
@@ -287,23 +300,35 @@ class ToolContext:
         and the sum of its rows' 64-bit hashes, from one query. It is measured, not taken from
         the load records: a file written outside the loader has none, and a table changed after
         its load keeps them. Any change to a row changes its table's sum; a copy of the file
-        holds the same tables."""
+        holds the same tables. A relation the database fails to read (a view the sandbox
+        refuses that passed :func:`refused_views`) is left out of the schema and named in its
+        notes."""
         names = self.schema.table_names
-        parts = [
-            "SELECT ?::VARCHAR AS name, count(*) AS n, "
-            f"coalesce(sum(hash(r)), 0)::VARCHAR AS h FROM main.{quote_ident(t)} AS r"
-            for t in names
-        ]
         rows = []
-        if parts:
+        if names:
             with self._lock:  # the product's own query: no guard, no tool time limit
-                rows = self.con.execute(" UNION ALL ".join(parts), names).fetchall()
-            self.passes.add_each(names)
+                try:
+                    rows = self.con.execute(_signature_sql(names), names).fetchall()
+                except duckdb.Error:
+                    rows = self._signatures_one_by_one(names)
+            self.passes.add_each([r[0] for r in rows])
         return {"location": str(self.db_path), "tables": table_signatures(self.schema, rows)}
+
+    def _signatures_one_by_one(self, names: list[str]) -> list[tuple[Any, ...]]:
+        """Each relation's signature by itself: one the database refuses is left out."""
+        rows = []
+        for name in names:
+            try:
+                rows += self.con.execute(_signature_sql([name]), [name]).fetchall()
+            except duckdb.Error as exc:
+                why = f"reading it fails here ({type(exc).__name__})"
+                self.schema.leave_out(name, why)
+        return rows
 
     def _read_schema(self, only: Collection[str] | None) -> Schema:
         """The user tables of ``main`` (only those named in ``only`` when given) and their
-        catalogue."""
+        catalogue; views that read beyond the file's tables (:func:`refused_views`) are left
+        out and named."""
         catalog = read_catalog(self.con)
         tables: dict[str, list[Column]] = {}
         rows = self.con.execute(
@@ -318,8 +343,11 @@ class ToolContext:
         if only is not None:
             keep = set(only)
             tables = {name: cols for name, cols in tables.items() if name in keep}
+        left_out = {v: why for v, why in refused_views(self.con).items() if v in tables}
+        tables = {name: cols for name, cols in tables.items() if name not in left_out}
+        if only is not None or left_out:
             catalog = _restricted(catalog, set(tables))
-        return Schema(tables=tables, catalog=catalog)
+        return Schema(tables=tables, catalog=catalog, left_out=left_out)
 
     @contextmanager
     def _executing(self, sql: str, *, type_errors: bool) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -375,6 +403,15 @@ class ToolContext:
         if table.num_rows > max_rows:
             raise ResourceLimit(f"query returned {table.num_rows:,} rows, more than {max_rows:,}")
         return table
+
+
+def _signature_sql(names: list[str]) -> str:
+    """One query for the signatures of ``names`` (bound as its parameters)."""
+    return " UNION ALL ".join(
+        "SELECT ?::VARCHAR AS name, count(*) AS n, "
+        f"coalesce(sum(hash(r)), 0)::VARCHAR AS h FROM main.{quote_ident(t)} AS r"
+        for t in names
+    )
 
 
 def _restricted(catalog: Catalog, tables: set[str]) -> Catalog:

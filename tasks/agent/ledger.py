@@ -48,8 +48,8 @@ def capped(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def same_result(a: Any, b: Any, *, rel: float = 1e-9) -> bool:
-    """Equal results: the same structure and values, floats equal to ``rel`` (a parallel sum
-    can differ in its last bits from run to run); timings are ignored."""
+    """Equal results: the same structure and values (:func:`same_value`); timings are
+    ignored."""
     if isinstance(a, dict) and isinstance(b, dict):
         keys = (a.keys() | b.keys()) - {"elapsed_ms"}
         return all(same_result(a.get(k), b.get(k), rel=rel) for k in keys)
@@ -57,11 +57,29 @@ def same_result(a: Any, b: Any, *, rel: float = 1e-9) -> bool:
         return len(a) == len(b) and all(
             same_result(x, y, rel=rel) for x, y in zip(a, b, strict=True)
         )
+    return same_value(a, b, rel=rel)
+
+
+def same_value(a: Any, b: Any, *, rel: float = 1e-9) -> bool:
+    """Equal as the data's values, which is how a re-run is compared with what it gave before:
+    a NaN equals a NaN (the data held one then and holds one now), ``-0.0`` equals ``0.0``,
+    None equals None and nothing else, a float equals a number to ``rel`` (a parallel sum can
+    differ in its last bits from run to run), and all else (counts, text) is equal exactly."""
+    if a is None or b is None:
+        return a is None and b is None
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a == b
     if isinstance(a, float) or isinstance(b, float):
-        if isinstance(a, bool) or isinstance(b, bool) or a is None or b is None:
-            return a == b
-        return math.isclose(float(a), float(b), rel_tol=rel, abs_tol=1e-12)
-    return a == b
+        if not isinstance(a, int | float) or not isinstance(b, int | float):
+            return False
+        try:
+            fa, fb = float(a), float(b)
+        except OverflowError:  # an integer past any float
+            return False
+        if math.isnan(fa) or math.isnan(fb):
+            return math.isnan(fa) and math.isnan(fb)
+        return math.isclose(fa, fb, rel_tol=rel, abs_tol=1e-12)
+    return bool(a == b)
 
 
 def summarize(

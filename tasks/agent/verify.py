@@ -7,10 +7,10 @@ one its SQL gives back. A finding whose numbers do not come back is dismissed wi
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from sql_tools._errors import SqlToolError
+from tasks.agent.ledger import same_value
 from tasks.engine import cube as cube_mod
 from tasks.run import Run
 
@@ -40,8 +40,6 @@ def _recheck(ctx: Any, q: Any, f: dict[str, Any], cells: Any) -> str | None:
         return f"its query no longer runs: {exc.message}"
     for which in ("baseline", "comparison"):
         got, want = getattr(sq, which), (f.get("measured") or {}).get(which)
-        if (got is None) != (want is None) or (
-            got is not None and not math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-12)
-        ):
+        if not same_value(got, want):
             return f"its query now gives {which} {got}, not {want}"
     return None

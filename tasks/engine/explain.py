@@ -341,6 +341,7 @@ def _explained(
             "add up finer cells and can count a value more than once"
         )
     notes += cube.notes
+    notes += ctx.schema.notes  # relations of the database left out (views reading beyond it)
     explanation = Explanation(
         metric=MetricInfo(
             expression=q.metric.expression,
