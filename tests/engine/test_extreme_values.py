@@ -77,6 +77,7 @@ def test_values_the_arithmetic_holds_are_answered(make_db):
     assert e.baseline.value > 0
 
 
+@pytest.mark.slow
 def test_the_cli_refuses_an_overflowing_value_with_one_line(tmp_path: Path):
     csv = tmp_path / "sales.csv"
     csv.write_text(sales_csv([BIG]), encoding="utf-8")
@@ -106,7 +107,15 @@ def repeated_db(path: Path, rows: int, regions: int) -> Path:
     return path
 
 
-@pytest.mark.parametrize(("rows", "regions"), [(5_000_000, 1), (2_000_000, 5), (30_000, 1)])
+@pytest.mark.parametrize(
+    ("rows", "regions"),
+    [
+        pytest.param(5_000_000, 1, marks=pytest.mark.slow),
+        pytest.param(2_000_000, 5, marks=pytest.mark.slow),
+        (300_000, 3),
+        (30_000, 1),
+    ],
+)
 def test_a_table_of_rows_repeated_many_times_is_a_duplicate_load(tmp_path, rows, regions):
     db = repeated_db(tmp_path / "same.duckdb", rows, regions)
     with ToolContext(db) as ctx:
