@@ -166,6 +166,11 @@ class Schema:
             folded = [c for c in cols if c.ref.lower() == ref.lower()]
             if len(folded) == 1:
                 return folded[0]
+            # the table's own column written table.column (a result's key for a column that
+            # shares its name with a result field, see sql_tools._names)
+            own = [c for c in self.tables[table] if ref == f"{table}.{c.name}"]
+            if own:
+                return own[0]
         raise ToolInputError(
             f"unknown column {_show(ref)} in {field_name} for table {table!r}",
             code="unknown_column",

@@ -10,6 +10,7 @@ from sqlglot import exp
 
 from sql_tools._context import Column, ToolContext
 from sql_tools._errors import ToolInputError
+from sql_tools._names import column_alias, private, public_rows, row_keys
 from sql_tools._sql import (
     MAX_SEGMENT_COLUMNS,
     case_notes,
@@ -104,30 +105,35 @@ def aggregate_query(ctx: ToolContext, inp: AggregateInput) -> AggregateQuery:
     src = Source(ctx, inp.table)
     params = Params()
     groups = [src.resolve(g, "group_by") for g in inp.group_by]
-    projections: list[exp.Expression] = [src.expr(g).as_(g.ref) for g in groups]
+    projections: list[exp.Expression] = [
+        src.expr(g).as_(column_alias(i)) for i, g in enumerate(groups)
+    ]
     labels: list[str] = []
     measured: dict[str, Column] = {}
     for m in inp.measures:
         agg, col = measure_expr(src, m)
         label = measure_label(m, col)
-        if label in labels or label in inp.group_by:
+        if label in labels:
             raise ToolInputError(f"measure {label!r} is requested twice", code="invalid_arguments")
+        name = private(f"m{len(labels)}")
         labels.append(label)
-        projections.append(agg.as_(label))
+        projections.append(agg.as_(name))
         if non_finite_result(m.agg, col):
-            measured[label] = col  # type: ignore[assignment]
+            measured[name] = col  # type: ignore[assignment]
     where = where_clause(ctx, src, inp.filters, params)
-    select = exp.select(*projections, exp.Window(this=exp.Count(this=exp.Star())).as_("__matched"))
+    matched = exp.Window(this=exp.Count(this=exp.Star())).as_(private("matched"))
+    select = exp.select(*projections, matched)
     if where is not None:
         select = select.where(where)
     select = src.apply(select)
     if groups:
         select = select.group_by(*[src.expr(g) for g in groups])
     order = inp.order_by or OrderBy(by=labels[0], direction="desc")
-    out_names = [g.ref for g in groups] + labels
-    by = next((n for n in out_names if n == order.by), None) or next(
-        (n for n in out_names if n.lower() == order.by.lower()), None
-    )
+    keys = row_keys(src.table, [g.ref for g in groups], labels)
+    out_names = keys + labels
+    by = next((i for i, n in enumerate(out_names) if n == order.by), None)
+    if by is None:
+        by = next((i for i, n in enumerate(out_names) if n.lower() == order.by.lower()), None)
     if by is None:
         raise ToolInputError(
             f"order_by {order.by!r} is not an output column",
@@ -135,12 +141,13 @@ def aggregate_query(ctx: ToolContext, inp: AggregateInput) -> AggregateQuery:
             valid_values=out_names,
             field="order_by.by",
         )
+    # by position: a user's column of the same name as an output is never what is meant
     ordering = [
         exp.Ordered(
-            this=exp.Column(this=ident(by)), desc=order.direction == "desc", nulls_first=False
+            this=exp.Literal.number(by + 1), desc=order.direction == "desc", nulls_first=False
         )
     ]
-    ordering += [exp.Ordered(this=exp.Column(this=ident(g.ref))) for g in groups if g.ref != by]
+    ordering += [exp.Ordered(this=exp.Literal.number(i + 1)) for i in range(len(groups)) if i != by]
     select = select.order_by(*ordering).limit(limit + 1)
     return AggregateQuery(
         tree=select,
@@ -148,7 +155,7 @@ def aggregate_query(ctx: ToolContext, inp: AggregateInput) -> AggregateQuery:
         src=src,
         where=where,
         table=src.table,
-        group_by=[g.ref for g in groups],
+        group_by=keys,
         measures=labels,
         limit=limit,
         non_finite=measured,
@@ -159,8 +166,11 @@ def aggregate(ctx: ToolContext, inp: AggregateInput) -> AggregateResult:
     """Run one grouped aggregate query."""
     q = aggregate_query(ctx, inp)
     out = run_source_query(ctx, inp, q, q.limit + 1)
-    names, rows, truncated, notes = shape_rows(ctx, out, limit=q.limit, drop=("__matched",))
+    names, rows, truncated, notes = shape_rows(ctx, out, limit=q.limit, drop=(private("matched"),))
     notes += non_finite_notes(ctx, q, out, q.non_finite)
+    public = {column_alias(i): k for i, k in enumerate(q.group_by)}
+    public |= {private(f"m{j}"): label for j, label in enumerate(q.measures)}
+    names, rows = public_rows(names, rows, public)
     matched = int(out.rows[0][-1]) if out.rows else 0
     if not out.rows or not q.group_by and all(v in (0, None) for v in out.rows[0][:-1]):
         notes += case_notes(ctx, q.table, inp.filters)  # no rows matched (or none counted)

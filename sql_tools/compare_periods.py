@@ -11,6 +11,7 @@ from sqlglot import exp
 
 from sql_tools._context import Column, ToolContext
 from sql_tools._errors import ToolInputError
+from sql_tools._names import column_alias, private, public_rows, row_keys
 from sql_tools._sql import (
     MAX_SEGMENT_COLUMNS,
     case_notes,
@@ -120,7 +121,10 @@ class ComparePeriodsResult(ToolResult):
     metric: str
     baseline_period: str
     comparison_period: str
-    group_by: list[str]
+    group_by: list[str] = Field(
+        description="The rows' keys of the segment columns: each column's name, or "
+        "table.column when a row field (baseline, delta, ...) has that name."
+    )
     additive: bool = Field(description="True when segment deltas add up to the total delta.")
     total: Totals
 
@@ -254,16 +258,18 @@ def compare_periods_query(ctx: ToolContext, inp: ComparePeriodsInput) -> Compare
 
     _, mcol = measure_expr(src, inp.metric)
     metric = measure_label(inp.metric, mcol)
+    B, C, BR, CR = (private(n) for n in ("baseline", "comparison", "baseline_rows", "comparison_rows"))
+    SEG, TOT = private("seg"), private("tot")
     seg = exp.select(
-        *[src.expr(g).as_(g.ref) for g in groups],
-        side(base_cond).as_("baseline"),
-        side(comp_cond).as_("comparison"),
+        *[src.expr(g).as_(column_alias(i)) for i, g in enumerate(groups)],
+        side(base_cond).as_(B),
+        side(comp_cond).as_(C),
         exp.Filter(
             this=exp.Count(this=exp.Star()), expression=exp.Where(this=base_cond.copy())
-        ).as_("baseline_rows"),
+        ).as_(BR),
         exp.Filter(
             this=exp.Count(this=exp.Star()), expression=exp.Where(this=comp_cond.copy())
-        ).as_("comparison_rows"),
+        ).as_(CR),
     ).where(scope)
     seg = src.apply(seg)
     if groups:
@@ -271,17 +277,15 @@ def compare_periods_query(ctx: ToolContext, inp: ComparePeriodsInput) -> Compare
 
     additive = inp.metric.agg in ADDITIVE
     if additive:  # the segments' sums and counts add up to the totals: no second read
-        tot = exp.select(
-            *[exp.Sum(this=_c(name, "seg")).as_(name) for name in ("baseline", "comparison")]
-        ).from_(exp.Table(this=ident("seg")))
-    else:
-        tot = exp.select(side(base_cond).as_("baseline"), side(comp_cond).as_("comparison")).where(
-            scope.copy()
+        tot = exp.select(*[exp.Sum(this=_c(name, SEG)).as_(name) for name in (B, C)]).from_(
+            exp.Table(this=ident(SEG))
         )
+    else:
+        tot = exp.select(side(base_cond).as_(B), side(comp_cond).as_(C)).where(scope.copy())
         tot = src.apply(tot)
 
     def delta(t: str) -> exp.Expression:
-        b, c = _c("baseline", t), _c("comparison", t)
+        b, c = _c(B, t), _c(C, t)
         if additive:
             zero = exp.Literal.number(0)
             return exp.Sub(
@@ -290,46 +294,44 @@ def compare_periods_query(ctx: ToolContext, inp: ComparePeriodsInput) -> Compare
             )
         return exp.Sub(this=c, expression=b)
 
-    seg_delta = exp.Paren(this=delta("seg"))
-    tot_delta = exp.Paren(this=delta("tot"))
+    seg_delta = exp.Paren(this=delta(SEG))
+    tot_delta = exp.Paren(this=delta(TOT))
     zero = exp.Literal.number(0)
     outer = (
         exp.select(
-            *[_c(g.ref, "seg") for g in groups],
-            _c("baseline", "seg"),
-            _c("comparison", "seg"),
-            seg_delta.copy().as_("delta"),
+            *[_c(column_alias(i), SEG) for i in range(len(groups))],
+            _c(B, SEG),
+            _c(C, SEG),
+            seg_delta.copy().as_(private("delta")),
             exp.Div(
                 this=seg_delta.copy(),
-                expression=exp.Nullif(
-                    this=exp.Abs(this=_c("baseline", "seg")), expression=zero.copy()
-                ),
-            ).as_("relative_delta"),
+                expression=exp.Nullif(this=exp.Abs(this=_c(B, SEG)), expression=zero.copy()),
+            ).as_(private("relative_delta")),
             exp.Div(
                 this=seg_delta.copy(),
                 expression=exp.Nullif(this=tot_delta.copy(), expression=zero.copy()),
-            ).as_("share_of_delta"),
-            _c("baseline_rows", "seg"),
-            _c("comparison_rows", "seg"),
-            _c("baseline", "tot").as_("__total_baseline"),
-            _c("comparison", "tot").as_("__total_comparison"),
-            exp.Window(this=exp.Count(this=exp.Star())).as_("__matched"),
+            ).as_(private("share_of_delta")),
+            _c(BR, SEG),
+            _c(CR, SEG),
+            _c(B, TOT).as_(private("total_baseline")),
+            _c(C, TOT).as_(private("total_comparison")),
+            exp.Window(this=exp.Count(this=exp.Star())).as_(private("matched")),
         )
-        .from_(exp.Table(this=ident("seg")))
-        .join(exp.Table(this=ident("tot")), join_type="cross")
+        .from_(exp.Table(this=ident(SEG)))
+        .join(exp.Table(this=ident(TOT)), join_type="cross")
         .where(
             exp.or_(
-                exp.GT(this=_c("baseline_rows", "seg"), expression=zero.copy()),
-                exp.GT(this=_c("comparison_rows", "seg"), expression=zero.copy()),
+                exp.GT(this=_c(BR, SEG), expression=zero.copy()),
+                exp.GT(this=_c(CR, SEG), expression=zero.copy()),
             )
         )
         .order_by(
-            exp.Ordered(this=exp.Abs(this=_c("delta")), desc=True, nulls_first=False),
-            *[exp.Ordered(this=_c(g.ref, "seg")) for g in groups],
+            exp.Ordered(this=exp.Abs(this=_c(private("delta"))), desc=True, nulls_first=False),
+            *[exp.Ordered(this=_c(column_alias(i), SEG)) for i in range(len(groups))],
         )
         .limit(limit + 1)
-        .with_("seg", as_=seg)
-        .with_("tot", as_=tot)
+        .with_(SEG, as_=seg)
+        .with_(TOT, as_=tot)
     )
     return ComparePeriodsQuery(
         tree=outer,
@@ -347,15 +349,33 @@ def compare_periods_query(ctx: ToolContext, inp: ComparePeriodsInput) -> Compare
     )
 
 
+ROW_FIELDS = (
+    "baseline",
+    "comparison",
+    "delta",
+    "relative_delta",
+    "share_of_delta",
+    "baseline_rows",
+    "comparison_rows",
+    "status",
+)
+"""The fields of every row beside its segment's columns."""
+
+
 def compare_periods(ctx: ToolContext, inp: ComparePeriodsInput) -> ComparePeriodsResult:
     """Compare one metric between two periods, per segment."""
     q = compare_periods_query(ctx, inp)
     out = run_source_query(ctx, inp, q, q.limit + 1)
-    drop = ("__total_baseline", "__total_comparison", "__matched")
+    totals = (private("total_baseline"), private("total_comparison"))
+    drop = (*totals, private("matched"))
     names, rows, truncated, notes = shape_rows(ctx, out, limit=q.limit, drop=drop)
     if non_finite_result(inp.metric.agg, q.metric_column):
-        sides = ("baseline", "comparison", "__total_baseline", "__total_comparison")
+        sides = (private("baseline"), private("comparison"), *totals)
         notes += non_finite_notes(ctx, q, out, dict.fromkeys(sides, q.metric_column))
+    keys = row_keys(q.table, q.group_by, ROW_FIELDS)
+    public = {column_alias(i): k for i, k in enumerate(keys)}
+    public |= {private(f): f for f in ROW_FIELDS}
+    names, rows = public_rows(names, rows, public)
     for r in rows:
         r["status"] = (
             "new" if not r["baseline_rows"] else "gone" if not r["comparison_rows"] else "both"
@@ -363,8 +383,8 @@ def compare_periods(ctx: ToolContext, inp: ComparePeriodsInput) -> ComparePeriod
     names.append("status")
     if out.rows:
         first = dict(zip(out.columns, out.rows[0], strict=True))
-        tb, tc = _num(first["__total_baseline"]), _num(first["__total_comparison"])
-        matched = int(first["__matched"])
+        tb, tc = _num(first[totals[0]]), _num(first[totals[1]])
+        matched = int(first[private("matched")])
     else:
         tb = tc = None
         matched = 0
@@ -374,6 +394,7 @@ def compare_periods(ctx: ToolContext, inp: ComparePeriodsInput) -> ComparePeriod
         tb, tc = tb or 0.0, tc or 0.0
     total_delta = tc - tb if tb is not None and tc is not None else None
     rel = total_delta / abs(tb) if total_delta is not None and tb else None
+    notes += _zero_baseline_notes(rows, tb, total_delta)
     if not q.additive and q.group_by:
         notes.append(
             f"{inp.metric.agg} is not additive: segment deltas do not sum to the total delta; "
@@ -384,7 +405,7 @@ def compare_periods(ctx: ToolContext, inp: ComparePeriodsInput) -> ComparePeriod
         metric=q.metric,
         baseline_period=q.period_labels[0],
         comparison_period=q.period_labels[1],
-        group_by=q.group_by,
+        group_by=keys,
         additive=q.additive,
         total=Totals(baseline=tb, comparison=tc, delta=total_delta, relative_delta=rel),
         columns=names,
@@ -396,3 +417,23 @@ def compare_periods(ctx: ToolContext, inp: ComparePeriodsInput) -> ComparePeriod
         elapsed_ms=round(out.elapsed_ms, 2),
         notes=q.notes + notes,
     )
+
+
+
+def _zero_baseline_notes(
+    rows: list[dict[str, Scalar]], tb: float | None, delta: float | None
+) -> list[str]:
+    """Why a relative delta is null: the total's, or some segments', baseline is 0 (a change
+    from 0 has no relative size)."""
+    notes = []
+    if tb == 0 and delta is not None:
+        notes.append(
+            "total relative_delta is null: the baseline is 0, so the change has no relative size"
+        )
+    zero = sum(1 for r in rows if r.get("baseline") == 0 and r.get("delta") is not None)
+    if zero:
+        notes.append(
+            f"relative_delta is null in {zero} row{'s' if zero != 1 else ''} whose baseline is "
+            "0: a change from 0 has no relative size"
+        )
+    return notes

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pydantic import Field, model_validator
 from sqlglot import exp
 
 from sql_tools._context import ToolContext
 from sql_tools._errors import ToolInputError
+from sql_tools._names import column_alias, private, public_rows
 from sql_tools._sql import (
     case_notes,
     Filter,
@@ -67,6 +68,8 @@ class SampleQuery(Query):
 
     table: str
     n: int
+    columns: list[str]
+    """The returned columns' names, in order."""
 
 
 def sample_query(ctx: ToolContext, inp: SampleInput) -> SampleQuery:
@@ -81,18 +84,24 @@ def sample_query(ctx: ToolContext, inp: SampleInput) -> SampleQuery:
     )
     if not cols:
         raise ToolInputError("no columns to return", code="invalid_arguments")
-    select = exp.select(*[src.expr(c).as_(c.ref) for c in cols])
+    select = exp.select(*[src.expr(c).as_(column_alias(i)) for i, c in enumerate(cols)])
     where = where_clause(ctx, src, inp.filters, params)
     counter = exp.select(exp.Count(this=exp.Star()))
     if where is not None:
         select, counter = select.where(where), counter.where(where.copy())
-    select = src.apply(select).select(exp.Subquery(this=src.apply(counter)).as_("__matched"))
+    select = src.apply(select).select(exp.Subquery(this=src.apply(counter)).as_(private("matched")))
     if inp.seed is not None:
         t0 = exp.Column(this=ident("t0"))
         select = select.order_by(
             exp.Anonymous(this="hash", expressions=[t0, params.bind(inp.seed)])
         )
-    return SampleQuery(tree=select.limit(n + 1), params=params.values, table=src.table, n=n)
+    return SampleQuery(
+        tree=select.limit(n + 1),
+        params=params.values,
+        table=src.table,
+        n=n,
+        columns=[c.ref for c in cols],
+    )
 
 
 def sample(ctx: ToolContext, inp: SampleInput) -> SampleResult:
@@ -101,8 +110,10 @@ def sample(ctx: ToolContext, inp: SampleInput) -> SampleResult:
     n = q.n
     sql = q.sql(ctx.dialect)
     out = ctx.run(sql, q.params, max_rows=n + 1)
-    names, rows, truncated, notes = shape_rows(ctx, out, limit=n, drop=("__matched",))
-    notes += non_finite_cells(out, n)
+    names, rows, truncated, notes = shape_rows(ctx, out, limit=n, drop=(private("matched"),))
+    public = {column_alias(i): ref for i, ref in enumerate(q.columns)}
+    notes += non_finite_cells(replace(out, columns=[public.get(c, c) for c in out.columns]), n)
+    names, rows = public_rows(names, rows, public)
     matched_count = int(out.rows[0][-1]) if out.rows else 0
     if not matched_count:
         notes += case_notes(ctx, q.table, inp.filters)

@@ -270,8 +270,9 @@ def _split(
     is_error, payload, entry = session.call("metric_compare_periods", args)
     row = None
     if not is_error:
+        key = (payload.get("group_by") or cols)[-1]  # table.column beside a field of its name
         for r in payload.get("rows", []):
-            if str(r.get(cols[-1])) == str(segment[cols[-1]]):
+            if str(r.get(key)) == str(segment[cols[-1]]):
                 row = r
     return entry.id, row, payload
 

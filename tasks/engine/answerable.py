@@ -21,7 +21,12 @@ from sql_tools._sql import Filter, Measure, measure_expr
 from sql_tools.catalog import jsonable
 from tasks.engine.quality._scope import WHICH, Which, _as_day, _count_if, _Query, _Scope
 from tasks.engine.quality.coverage import coverage_columns, coverage_query
-from tasks.engine.quality.non_finite import non_finite_columns, non_finite_query
+from tasks.engine.quality.non_finite import (
+    largest_values,
+    non_finite_columns,
+    non_finite_query,
+    too_large,
+)
 from tasks.engine.quality.nulls import _null_counts, null_query
 from tasks.engine.lengths import days_text, same_months
 from tasks.engine.spec import DateRange, Metric, Question
@@ -47,6 +52,9 @@ def check_answerable(ctx: ToolContext, q: Question) -> None:
             raise _refusal(f"{_period(q, which)} has no rows; {_coverage(scope, counts)}")
     if q.metric.filters and not (counts["baseline_kept"] or counts["comparison_kept"]):
         raise _refusal(_no_match(scope), code="invalid_value")
+    large = too_large(scope, counts, counts["baseline_kept"] + counts["comparison_kept"])
+    if large is not None:
+        raise _refusal(large, code="invalid_value")
     if q.metric.denominator is not None and not counts["denominator"]:
         raise _refusal(
             f"{q.metric.expression} has no baseline value: its denominator "
@@ -113,6 +121,9 @@ def _counts(scope: _Scope, *, ahead: bool = False) -> dict[str, Any]:
     if denominator is not None:
         cols.append(denominator.as_("denominator"))
         names.append("denominator")
+    largest = largest_values(scope, q)
+    cols += largest
+    names += [c.alias for c in largest]
     held = _ahead(scope, q) if ahead else []
     counted = [_only(c, rows) for _, columns, rows in held for c in columns]
     extra = [c.as_(f"ahead_{i}") for i, c in enumerate(counted)]

@@ -40,6 +40,7 @@ from sqlglot import exp
 
 from sql_tools._context import Column, QueryOutput
 from sql_tools._errors import SqlToolError
+from sql_tools._names import column_alias, private
 from sql_tools._sql import (
     Filter,
     Measure,
@@ -164,19 +165,19 @@ class CellAnswers:
         groups = self._groups(src, inp.group_by)
         sides = [exp.EQ(this=_col("__p"), expression=exp.Literal.number(p)) for p in (0, 1)]
         values = [self._measure(src, inp.metric, side).as_(name) for side, name in
-                  zip(sides, ("baseline", "comparison"), strict=True)]  # fmt: skip
+                  zip(sides, (private("baseline"), private("comparison")), strict=True)]  # fmt: skip
         rows = [
             _count(_total("rows", side)).as_(name)
-            for side, name in zip(sides, ("baseline_rows", "comparison_rows"), strict=True)
+            for side, name in zip(sides, map(private, ("baseline_rows", "comparison_rows")), strict=True)
         ]
         seg = self._select([*groups, *values, *rows], conds)
         if groups:
             seg = seg.group_by(*[g.this.copy() for g in groups])
         tree = q.tree.copy()
         for cte in tree.find(exp.With).expressions:  # type: ignore[union-attr]
-            if cte.alias == "seg":
+            if cte.alias == private("seg"):
                 cte.set("this", seg)
-            elif cte.alias == "tot" and not q.additive:  # an average's totals: from the rows
+            elif cte.alias == private("tot") and not q.additive:  # an average's totals: from the rows
                 tot = self._select([v.copy() for v in values], conds)
                 cte.set("this", tot)
         return tree
@@ -214,10 +215,9 @@ class CellAnswers:
         conds.append(exp.Between(this=day, low=params.bind(lo), high=params.bind(hi)))
         groups = self._groups(src, inp.group_by)
         measures = [
-            self._measure(src, m, None).as_(label)
-            for m, label in zip(inp.measures, q.measures, strict=True)
+            self._measure(src, m, None).as_(private(f"m{j}")) for j, m in enumerate(inp.measures)
         ]
-        window = exp.Window(this=exp.Count(this=exp.Star())).as_("__matched")
+        window = exp.Window(this=exp.Count(this=exp.Star())).as_(private("matched"))
         tree = self._select([*groups, *measures, window], conds)
         if groups:
             tree = tree.group_by(*[g.this.copy() for g in groups])
@@ -309,12 +309,12 @@ class CellAnswers:
 
     def _groups(self, src: Source, group_by: list[str]) -> list[exp.Alias]:
         out = []
-        for g in group_by:
+        for i, g in enumerate(group_by):
             col = src.resolve(g)
             if col.ref in self.dims:
-                out.append(_col(f"d{self.dims.index(col.ref)}").as_(col.ref))
+                out.append(_col(f"d{self.dims.index(col.ref)}").as_(column_alias(i)))
             elif col.ref == self.time.ref and col.kind == "date" and self.q.periods.by_dates:
-                out.append(_col("__day").as_(col.ref))
+                out.append(_col("__day").as_(column_alias(i)))
             else:
                 raise _Source
         return out

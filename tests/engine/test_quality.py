@@ -424,6 +424,7 @@ def test_duplicate_rows_part_of_a_day_loaded_again(check):
 
 def test_duplicate_rows_whole_days_on_a_hash_sample(check, monkeypatch):
     monkeypatch.setattr(quality.duplicates, "DUPLICATE_EXACT_MAX_ROWS", 100)
+    monkeypatch.setattr(quality.duplicates, "DUPLICATE_EXACT_DISTINCT", 10)
     d = only(check(question("late_dups")), "duplicate_rows").details
     assert d["exact"] is False and d["sample"] == "1/2"
     comparison = [day.isoformat() for day in day_range(COMPARISON.start, COMPARISON.end)]

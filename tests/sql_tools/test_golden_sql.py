@@ -492,9 +492,17 @@ def test_rewrites_return_the_same_rows_on_duckdb(
 # --- what a dialect cannot express is refused, by name -------------------------------------------
 
 
-def test_bigquery_refuses_a_dotted_output_name(built: dict[str, Query]) -> None:
+def test_bigquery_refuses_a_dotted_output_name() -> None:
+    tree = exp.select(exp.column("tier").as_("customers.tier")).from_("t")
     with pytest.raises(DialectError, match=r"bigquery: output column name 'customers\.tier'"):
-        render(built["aggregate_by_joined_column"].tree, "bigquery")
+        render(tree, "bigquery")
+
+
+def test_a_joined_column_is_output_under_a_private_name(built: dict[str, Query]) -> None:
+    """A tool names no output after a user's column (``sql_tools._names``): a joined
+    column's ``table.column`` reaches no dialect as an output name."""
+    sql = render(built["aggregate_by_joined_column"].tree, "bigquery")
+    assert "`__dd_g0`" in sql and "customers.tier`" not in sql
 
 
 @pytest.mark.parametrize("dialect", ["bigquery", "snowflake"])

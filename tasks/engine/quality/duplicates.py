@@ -47,6 +47,12 @@ from tasks.engine.spec import Question
 #   tested) and by at least DUPLICATE_MIN_RATE of its rows, holds rows loaded again. Where
 #   identical rows are normal, part of a unit loaded again cannot be told from natural repeats
 #   and is not reported.
+# * mass copies: a unit whose distinct rows each appear DUPLICATE_MASS_COPIES times or more on
+#   average (one row, or a few, repeated over and over) is copies whatever the data's structure:
+#   natural repeats of events come in many distinct rows of varied counts. A hash sample keeps a
+#   distinct row whole or drops it, so a sample of few distinct rows says little: below
+#   DUPLICATE_EXACT_DISTINCT sampled distinct rows the units are counted again exactly (few
+#   distinct rows group cheaply, however many rows there are).
 
 DUPLICATE_MIN_RATE = 0.005
 """Copies beyond chance must be at least 0.5% of a unit's rows to count as loaded again."""
@@ -58,6 +64,10 @@ DUPLICATE_MAX_P = 0.001
 """Chance bound for both tests (divided among the folds tried, or the units tested)."""
 DUPLICATE_SPARSE_SHARE = 0.05
 """Extra copies are judged only where the typical unit has fewer copies than this share."""
+DUPLICATE_MASS_COPIES = 1_000
+"""Copies per distinct row, on average over a unit, that no natural repeat reaches."""
+DUPLICATE_EXACT_DISTINCT = 10_000
+"""Sampled distinct rows below which the units are counted again exactly."""
 
 
 def sample_factor(rows: int) -> int:
@@ -103,10 +113,15 @@ def _duplicate_rows(scope: _Scope, rows: _PeriodRows) -> list[DataQualityIssue]:
     held on the connection and the query reads nothing.
     """
     k = sample_factor(rows.baseline + rows.comparison)
-    tree, q = duplicates_query(scope, k)
     days = scope.range("baseline").days + scope.range("comparison").days if scope.time else 2
-    out = q.run(tree, max_rows=days + 1)
-    units = [_unit(scope, row) for row in out.rows]
+    while True:
+        tree, q = duplicates_query(scope, k)
+        out = q.run(tree, max_rows=days + 1)
+        units = [_unit(scope, row) for row in out.rows]
+        if k == 1 or sum(u.distinct for u in units) >= DUPLICATE_EXACT_DISTINCT:
+            break
+        k = 1  # few distinct rows: the sample may have kept none of them, or all
+    _find_mass_copies(units)
     _find_folds(units)
     _find_extra_copies(units)
     return _duplicate_issue(scope, rows, units, k, out)
@@ -212,7 +227,7 @@ def _find_folds(units: list[_Unit]) -> None:
     """Mark the units whose every distinct row appears a multiple of k times, when natural
     counts could not all be multiples of k by chance (judged on the units together)."""
     for fold in DUPLICATE_FOLDS:
-        open_ = [u for u in units if u.fold == 1]
+        open_ = [u for u in units if u.fold == 1 and not u.copies]
         looks = [u for u in open_ if u.distinct and u.multiple_of[fold] == u.distinct]
         if not looks:
             continue
@@ -225,10 +240,18 @@ def _find_folds(units: list[_Unit]) -> None:
                 u.fold, u.copies = fold, u.rows * (fold - 1) / fold
 
 
+def _find_mass_copies(units: list[_Unit]) -> None:
+    """Mark the units whose distinct rows appear ``DUPLICATE_MASS_COPIES`` times or more on
+    average: all their repeats are copies."""
+    for u in units:
+        if u.fold == 1 and u.distinct and u.rows >= DUPLICATE_MASS_COPIES * u.distinct:
+            u.copies = u.extra
+
+
 def _find_extra_copies(units: list[_Unit]) -> None:
     """Mark the units with more copies than chance coincidences explain, where rows are otherwise
     unique (copies of the typical unit under ``DUPLICATE_SPARSE_SHARE`` of its rows)."""
-    open_ = [u for u in units if u.fold == 1 and u.rows]
+    open_ = [u for u in units if u.fold == 1 and u.rows and not u.copies]
     if not open_:
         return
     rates = sorted(u.extra / u.rows**2 for u in open_)

@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
 
 from sqlglot import exp
 
 from sql_tools._context import Column
-from sql_tools._sql import may_be_non_finite, non_finite_counts, non_finite_text
+from sql_tools._sql import finite_or_null, may_be_non_finite, non_finite_counts, non_finite_text
 from tasks.engine.quality._scope import WHICH, _evidence, _Query, _Scope
 from tasks.engine.result import DataQualityIssue
 
@@ -99,4 +100,65 @@ def _all_finite(scope: _Scope, col: Column) -> bool:
     prof = scope.ctx.schema.column_profile(col)
     return prof is not None and all(
         isinstance(v, int | float) and math.isfinite(v) for v in (prof.min, prof.max)
+    )
+
+
+# --- values too large to compute with ------------------------------------------------------------
+
+LARGEST_FLOAT = sys.float_info.max
+SAFETY = 1e6
+"""How far below overflow the metric's largest figures must stay: the engine adds the values up
+and its statistics reach the fourth power of a sum (the spread of a variance), in floating
+point."""
+
+
+def largest_values(scope: _Scope, q: _Query) -> list[exp.Expression]:
+    """The largest finite magnitude of each of the metric's floating-point columns, over the
+    rows of either period that pass the filters (named ``largest_<i>``)."""
+    cond = q.where(q.in_either())
+    return [
+        exp.Filter(
+            this=exp.Max(this=exp.Abs(this=finite_or_null(q.col(col)))),
+            expression=exp.Where(this=cond.copy()),
+        ).as_(f"largest_{i}")
+        for i, col in enumerate(_float_columns(scope))
+    ]
+
+
+def _float_columns(scope: _Scope) -> list[Column]:
+    return [c for c in scope.metric_columns if may_be_non_finite(c)]
+
+
+def computable_bound(rows: int) -> float:
+    """The largest magnitude the metric's values may have over ``rows`` rows: the sum of
+    ``rows`` of them, to the fourth power, ``SAFETY`` times over, stays below the largest
+    float."""
+    return (LARGEST_FLOAT / SAFETY) ** 0.25 / max(rows, 1)
+
+
+def too_large(scope: _Scope, counts: dict[str, Any], rows: int) -> str | None:
+    """Why the question cannot be computed (its metric's values are too large for floating
+    point arithmetic over ``rows`` rows: sums and squares would overflow), or None. ``counts``
+    holds the ``largest_<i>`` values :func:`largest_values` read. One more query, only when a
+    value is too large: how many rows hold one."""
+    bound = computable_bound(rows)
+    over = [
+        (i, c)
+        for i, c in enumerate(_float_columns(scope))
+        if counts.get(f"largest_{i}") is not None and counts[f"largest_{i}"] > bound
+    ]
+    if not over:
+        return None
+    i, col = over[0]
+    q = _Query(scope)
+    value = q.col(col)
+    big = exp.GT(this=exp.Abs(this=finite_or_null(value)), expression=q.params.bind(bound))
+    tree = q.base(exp.select(exp.Count(this=exp.Star()).as_("n"))).where(
+        q.where(exp.and_(exp.Paren(this=q.in_either()), big))
+    )
+    n = int(q.run(tree, max_rows=1).rows[0][0])
+    return (
+        f"column {col.ref!r} holds {n:,} value{'s' if n != 1 else ''} too large to compute with "
+        f"over the {rows:,} rows of the periods (up to {counts[f'largest_{i}']:.3g}; the "
+        f"arithmetic holds values up to {bound:.3g}): correct or filter out those rows"
     )

@@ -5,12 +5,12 @@
 -- p4 = 2
 -- p5 = 1000.5
 SELECT
-  "t0"."region" AS "region",
-  SUM("t0"."revenue") AS "sum_revenue",
-  COUNT(DISTINCT "t0"."customer_id") AS "count_distinct_customer_id",
-  COUNT(*) AS "count",
-  MAX("t0"."day") AS "max_day",
-  COUNT(*) OVER () AS "__matched"
+  "t0"."region" AS "__dd_g0",
+  SUM("t0"."revenue") AS "__dd_m0",
+  COUNT(DISTINCT "t0"."customer_id") AS "__dd_m1",
+  COUNT(*) AS "__dd_m2",
+  MAX("t0"."day") AS "__dd_m3",
+  COUNT(*) OVER () AS "__dd_matched"
 FROM "sales" AS "t0"
 LEFT JOIN "customers" AS "t1"
   ON "t0"."customer_id" = "t1"."customer_id"
@@ -23,6 +23,6 @@ WHERE
 GROUP BY
   "t0"."region"
 ORDER BY
-  "sum_revenue" DESC,
-  "region"
+  2 DESC,
+  1
 LIMIT 51

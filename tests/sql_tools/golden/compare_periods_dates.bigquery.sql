@@ -6,13 +6,13 @@
 -- p5 = 'Gizmo'
 -- p6 = 'gold'
 -- p7 = 'silver'
-WITH `seg` AS (
+WITH `__dd_seg` AS (
   SELECT
-    `t0`.`region` AS `region`,
-    SUM(IF(`t0`.`day` BETWEEN @p1 AND @p2, `t0`.`revenue`, NULL)) AS `baseline`,
-    SUM(IF(`t0`.`day` BETWEEN @p3 AND @p4, `t0`.`revenue`, NULL)) AS `comparison`,
-    COUNTIF(`t0`.`day` BETWEEN @p1 AND @p2) AS `baseline_rows`,
-    COUNTIF(`t0`.`day` BETWEEN @p3 AND @p4) AS `comparison_rows`
+    `t0`.`region` AS `__dd_g0`,
+    SUM(IF(`t0`.`day` BETWEEN @p1 AND @p2, `t0`.`revenue`, NULL)) AS `__dd_baseline`,
+    SUM(IF(`t0`.`day` BETWEEN @p3 AND @p4, `t0`.`revenue`, NULL)) AS `__dd_comparison`,
+    COUNTIF(`t0`.`day` BETWEEN @p1 AND @p2) AS `__dd_baseline_rows`,
+    COUNTIF(`t0`.`day` BETWEEN @p3 AND @p4) AS `__dd_comparison_rows`
   FROM `sales` AS `t0`
   LEFT JOIN `customers` AS `t1`
     ON `t0`.`customer_id` = `t1`.`customer_id`
@@ -25,37 +25,40 @@ WITH `seg` AS (
     )
   GROUP BY
     `t0`.`region`
-), `tot` AS (
+), `__dd_tot` AS (
   SELECT
-    SUM(`seg`.`baseline`) AS `baseline`,
-    SUM(`seg`.`comparison`) AS `comparison`
-  FROM `seg`
+    SUM(`__dd_seg`.`__dd_baseline`) AS `__dd_baseline`,
+    SUM(`__dd_seg`.`__dd_comparison`) AS `__dd_comparison`
+  FROM `__dd_seg`
 )
 SELECT
-  `seg`.`region`,
-  `seg`.`baseline`,
-  `seg`.`comparison`,
+  `__dd_seg`.`__dd_g0`,
+  `__dd_seg`.`__dd_baseline`,
+  `__dd_seg`.`__dd_comparison`,
   (
-    COALESCE(`seg`.`comparison`, 0) - COALESCE(`seg`.`baseline`, 0)
-  ) AS `delta`,
+    COALESCE(`__dd_seg`.`__dd_comparison`, 0) - COALESCE(`__dd_seg`.`__dd_baseline`, 0)
+  ) AS `__dd_delta`,
   CAST((
-    COALESCE(`seg`.`comparison`, 0) - COALESCE(`seg`.`baseline`, 0)
-  ) AS FLOAT64) / NULLIF(ABS(`seg`.`baseline`), 0) AS `relative_delta`,
+    COALESCE(`__dd_seg`.`__dd_comparison`, 0) - COALESCE(`__dd_seg`.`__dd_baseline`, 0)
+  ) AS FLOAT64) / NULLIF(ABS(`__dd_seg`.`__dd_baseline`), 0) AS `__dd_relative_delta`,
   CAST((
-    COALESCE(`seg`.`comparison`, 0) - COALESCE(`seg`.`baseline`, 0)
-  ) AS FLOAT64) / NULLIF((
-    COALESCE(`tot`.`comparison`, 0) - COALESCE(`tot`.`baseline`, 0)
-  ), 0) AS `share_of_delta`,
-  `seg`.`baseline_rows`,
-  `seg`.`comparison_rows`,
-  `tot`.`baseline` AS `__total_baseline`,
-  `tot`.`comparison` AS `__total_comparison`,
-  COUNT(*) OVER () AS `__matched`
-FROM `seg`
-CROSS JOIN `tot`
+    COALESCE(`__dd_seg`.`__dd_comparison`, 0) - COALESCE(`__dd_seg`.`__dd_baseline`, 0)
+  ) AS FLOAT64) / NULLIF(
+    (
+      COALESCE(`__dd_tot`.`__dd_comparison`, 0) - COALESCE(`__dd_tot`.`__dd_baseline`, 0)
+    ),
+    0
+  ) AS `__dd_share_of_delta`,
+  `__dd_seg`.`__dd_baseline_rows`,
+  `__dd_seg`.`__dd_comparison_rows`,
+  `__dd_tot`.`__dd_baseline` AS `__dd_total_baseline`,
+  `__dd_tot`.`__dd_comparison` AS `__dd_total_comparison`,
+  COUNT(*) OVER () AS `__dd_matched`
+FROM `__dd_seg`
+CROSS JOIN `__dd_tot`
 WHERE
-  `seg`.`baseline_rows` > 0 OR `seg`.`comparison_rows` > 0
+  `__dd_seg`.`__dd_baseline_rows` > 0 OR `__dd_seg`.`__dd_comparison_rows` > 0
 ORDER BY
-  ABS(`delta`) DESC,
-  `seg`.`region` NULLS LAST
+  ABS(`__dd_delta`) DESC,
+  `__dd_seg`.`__dd_g0` NULLS LAST
 LIMIT 51

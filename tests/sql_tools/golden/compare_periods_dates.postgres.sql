@@ -6,17 +6,17 @@
 -- p5 = 'Gizmo'
 -- p6 = 'gold'
 -- p7 = 'silver'
-WITH "seg" AS (
+WITH "__dd_seg" AS (
   SELECT
-    "t0"."region" AS "region",
+    "t0"."region" AS "__dd_g0",
     SUM("t0"."revenue") FILTER(WHERE
-      "t0"."day" BETWEEN %(p1)s AND %(p2)s) AS "baseline",
+      "t0"."day" BETWEEN %(p1)s AND %(p2)s) AS "__dd_baseline",
     SUM("t0"."revenue") FILTER(WHERE
-      "t0"."day" BETWEEN %(p3)s AND %(p4)s) AS "comparison",
+      "t0"."day" BETWEEN %(p3)s AND %(p4)s) AS "__dd_comparison",
     COUNT(*) FILTER(WHERE
-      "t0"."day" BETWEEN %(p1)s AND %(p2)s) AS "baseline_rows",
+      "t0"."day" BETWEEN %(p1)s AND %(p2)s) AS "__dd_baseline_rows",
     COUNT(*) FILTER(WHERE
-      "t0"."day" BETWEEN %(p3)s AND %(p4)s) AS "comparison_rows"
+      "t0"."day" BETWEEN %(p3)s AND %(p4)s) AS "__dd_comparison_rows"
   FROM "sales" AS "t0"
   LEFT JOIN "customers" AS "t1"
     ON "t0"."customer_id" = "t1"."customer_id"
@@ -29,41 +29,46 @@ WITH "seg" AS (
     )
   GROUP BY
     "t0"."region"
-), "tot" AS (
+), "__dd_tot" AS (
   SELECT
-    SUM("seg"."baseline") AS "baseline",
-    SUM("seg"."comparison") AS "comparison"
-  FROM "seg"
+    SUM("__dd_seg"."__dd_baseline") AS "__dd_baseline",
+    SUM("__dd_seg"."__dd_comparison") AS "__dd_comparison"
+  FROM "__dd_seg"
 )
 SELECT
-  "seg"."region",
-  "seg"."baseline",
-  "seg"."comparison",
+  "__dd_seg"."__dd_g0",
+  "__dd_seg"."__dd_baseline",
+  "__dd_seg"."__dd_comparison",
   (
-    COALESCE("seg"."comparison", 0) - COALESCE("seg"."baseline", 0)
-  ) AS "delta",
+    COALESCE("__dd_seg"."__dd_comparison", 0) - COALESCE("__dd_seg"."__dd_baseline", 0)
+  ) AS "__dd_delta",
   CAST((
-    COALESCE("seg"."comparison", 0) - COALESCE("seg"."baseline", 0)
-  ) AS DOUBLE PRECISION) / NULLIF(ABS("seg"."baseline"), 0) AS "relative_delta",
+    COALESCE("__dd_seg"."__dd_comparison", 0) - COALESCE("__dd_seg"."__dd_baseline", 0)
+  ) AS DOUBLE PRECISION) / NULLIF(ABS("__dd_seg"."__dd_baseline"), 0) AS "__dd_relative_delta",
   CAST((
-    COALESCE("seg"."comparison", 0) - COALESCE("seg"."baseline", 0)
-  ) AS DOUBLE PRECISION) / NULLIF((
-    COALESCE("tot"."comparison", 0) - COALESCE("tot"."baseline", 0)
-  ), 0) AS "share_of_delta",
-  "seg"."baseline_rows",
-  "seg"."comparison_rows",
-  "tot"."baseline" AS "__total_baseline",
-  "tot"."comparison" AS "__total_comparison",
-  COUNT(*) OVER () AS "__matched"
-FROM "seg"
-CROSS JOIN "tot"
-WHERE
-  "seg"."baseline_rows" > 0 OR "seg"."comparison_rows" > 0
-ORDER BY
-  ABS((
+    COALESCE("__dd_seg"."__dd_comparison", 0) - COALESCE("__dd_seg"."__dd_baseline", 0)
+  ) AS DOUBLE PRECISION) / NULLIF(
     (
-      COALESCE("seg"."comparison", 0) - COALESCE("seg"."baseline", 0)
+      COALESCE("__dd_tot"."__dd_comparison", 0) - COALESCE("__dd_tot"."__dd_baseline", 0)
+    ),
+    0
+  ) AS "__dd_share_of_delta",
+  "__dd_seg"."__dd_baseline_rows",
+  "__dd_seg"."__dd_comparison_rows",
+  "__dd_tot"."__dd_baseline" AS "__dd_total_baseline",
+  "__dd_tot"."__dd_comparison" AS "__dd_total_comparison",
+  COUNT(*) OVER () AS "__dd_matched"
+FROM "__dd_seg"
+CROSS JOIN "__dd_tot"
+WHERE
+  "__dd_seg"."__dd_baseline_rows" > 0 OR "__dd_seg"."__dd_comparison_rows" > 0
+ORDER BY
+  ABS(
+    (
+      (
+        COALESCE("__dd_seg"."__dd_comparison", 0) - COALESCE("__dd_seg"."__dd_baseline", 0)
+      )
     )
-  )) DESC NULLS LAST,
-  "seg"."region"
+  ) DESC NULLS LAST,
+  "__dd_seg"."__dd_g0"
 LIMIT 51

@@ -1,52 +1,52 @@
 -- compare_periods_labels: metric_compare_periods: labels of a period column, a distinct count, no segments
 -- p1 = 'EU'
 -- p2 = 'US'
-WITH "seg" AS (
+WITH "__dd_seg" AS (
   SELECT
     COUNT(DISTINCT "t0"."customer_id") FILTER(WHERE
-      "t0"."region" = $p1) AS "baseline",
+      "t0"."region" = $p1) AS "__dd_baseline",
     COUNT(DISTINCT "t0"."customer_id") FILTER(WHERE
-      "t0"."region" = $p2) AS "comparison",
+      "t0"."region" = $p2) AS "__dd_comparison",
     COUNT(*) FILTER(WHERE
-      "t0"."region" = $p1) AS "baseline_rows",
+      "t0"."region" = $p1) AS "__dd_baseline_rows",
     COUNT(*) FILTER(WHERE
-      "t0"."region" = $p2) AS "comparison_rows"
+      "t0"."region" = $p2) AS "__dd_comparison_rows"
   FROM "sales" AS "t0"
   WHERE
     "t0"."region" = $p1 OR "t0"."region" = $p2
-), "tot" AS (
+), "__dd_tot" AS (
   SELECT
     COUNT(DISTINCT "t0"."customer_id") FILTER(WHERE
-      "t0"."region" = $p1) AS "baseline",
+      "t0"."region" = $p1) AS "__dd_baseline",
     COUNT(DISTINCT "t0"."customer_id") FILTER(WHERE
-      "t0"."region" = $p2) AS "comparison"
+      "t0"."region" = $p2) AS "__dd_comparison"
   FROM "sales" AS "t0"
   WHERE
     "t0"."region" = $p1 OR "t0"."region" = $p2
 )
 SELECT
-  "seg"."baseline",
-  "seg"."comparison",
+  "__dd_seg"."__dd_baseline",
+  "__dd_seg"."__dd_comparison",
   (
-    "seg"."comparison" - "seg"."baseline"
-  ) AS "delta",
+    "__dd_seg"."__dd_comparison" - "__dd_seg"."__dd_baseline"
+  ) AS "__dd_delta",
   (
-    "seg"."comparison" - "seg"."baseline"
-  ) / NULLIF(ABS("seg"."baseline"), 0) AS "relative_delta",
+    "__dd_seg"."__dd_comparison" - "__dd_seg"."__dd_baseline"
+  ) / NULLIF(ABS("__dd_seg"."__dd_baseline"), 0) AS "__dd_relative_delta",
   (
-    "seg"."comparison" - "seg"."baseline"
+    "__dd_seg"."__dd_comparison" - "__dd_seg"."__dd_baseline"
   ) / NULLIF((
-    "tot"."comparison" - "tot"."baseline"
-  ), 0) AS "share_of_delta",
-  "seg"."baseline_rows",
-  "seg"."comparison_rows",
-  "tot"."baseline" AS "__total_baseline",
-  "tot"."comparison" AS "__total_comparison",
-  COUNT(*) OVER () AS "__matched"
-FROM "seg"
-CROSS JOIN "tot"
+    "__dd_tot"."__dd_comparison" - "__dd_tot"."__dd_baseline"
+  ), 0) AS "__dd_share_of_delta",
+  "__dd_seg"."__dd_baseline_rows",
+  "__dd_seg"."__dd_comparison_rows",
+  "__dd_tot"."__dd_baseline" AS "__dd_total_baseline",
+  "__dd_tot"."__dd_comparison" AS "__dd_total_comparison",
+  COUNT(*) OVER () AS "__dd_matched"
+FROM "__dd_seg"
+CROSS JOIN "__dd_tot"
 WHERE
-  "seg"."baseline_rows" > 0 OR "seg"."comparison_rows" > 0
+  "__dd_seg"."__dd_baseline_rows" > 0 OR "__dd_seg"."__dd_comparison_rows" > 0
 ORDER BY
-  ABS("delta") DESC
+  ABS("__dd_delta") DESC
 LIMIT 51

@@ -3,13 +3,13 @@
 -- p2 = datetime.datetime(2024, 1, 8, 0, 0)
 -- p3 = datetime.datetime(2024, 1, 8, 0, 0)
 -- p4 = datetime.datetime(2024, 1, 15, 0, 0)
-WITH `seg` AS (
+WITH `__dd_seg` AS (
   SELECT
-    `t0`.`page` AS `page`,
-    AVG(IF(`t0`.`ts` >= @p1 AND `t0`.`ts` < @p2, `t0`.`visits`, NULL)) AS `baseline`,
-    AVG(IF(`t0`.`ts` >= @p3 AND `t0`.`ts` < @p4, `t0`.`visits`, NULL)) AS `comparison`,
-    COUNTIF(`t0`.`ts` >= @p1 AND `t0`.`ts` < @p2) AS `baseline_rows`,
-    COUNTIF(`t0`.`ts` >= @p3 AND `t0`.`ts` < @p4) AS `comparison_rows`
+    `t0`.`page` AS `__dd_g0`,
+    AVG(IF(`t0`.`ts` >= @p1 AND `t0`.`ts` < @p2, `t0`.`visits`, NULL)) AS `__dd_baseline`,
+    AVG(IF(`t0`.`ts` >= @p3 AND `t0`.`ts` < @p4, `t0`.`visits`, NULL)) AS `__dd_comparison`,
+    COUNTIF(`t0`.`ts` >= @p1 AND `t0`.`ts` < @p2) AS `__dd_baseline_rows`,
+    COUNTIF(`t0`.`ts` >= @p3 AND `t0`.`ts` < @p4) AS `__dd_comparison_rows`
   FROM `visits` AS `t0`
   WHERE
     (
@@ -20,10 +20,10 @@ WITH `seg` AS (
     )
   GROUP BY
     `t0`.`page`
-), `tot` AS (
+), `__dd_tot` AS (
   SELECT
-    AVG(IF(`t0`.`ts` >= @p1 AND `t0`.`ts` < @p2, `t0`.`visits`, NULL)) AS `baseline`,
-    AVG(IF(`t0`.`ts` >= @p3 AND `t0`.`ts` < @p4, `t0`.`visits`, NULL)) AS `comparison`
+    AVG(IF(`t0`.`ts` >= @p1 AND `t0`.`ts` < @p2, `t0`.`visits`, NULL)) AS `__dd_baseline`,
+    AVG(IF(`t0`.`ts` >= @p3 AND `t0`.`ts` < @p4, `t0`.`visits`, NULL)) AS `__dd_comparison`
   FROM `visits` AS `t0`
   WHERE
     (
@@ -34,30 +34,30 @@ WITH `seg` AS (
     )
 )
 SELECT
-  `seg`.`page`,
-  `seg`.`baseline`,
-  `seg`.`comparison`,
+  `__dd_seg`.`__dd_g0`,
+  `__dd_seg`.`__dd_baseline`,
+  `__dd_seg`.`__dd_comparison`,
   (
-    `seg`.`comparison` - `seg`.`baseline`
-  ) AS `delta`,
+    `__dd_seg`.`__dd_comparison` - `__dd_seg`.`__dd_baseline`
+  ) AS `__dd_delta`,
   CAST((
-    `seg`.`comparison` - `seg`.`baseline`
-  ) AS FLOAT64) / NULLIF(ABS(`seg`.`baseline`), 0) AS `relative_delta`,
+    `__dd_seg`.`__dd_comparison` - `__dd_seg`.`__dd_baseline`
+  ) AS FLOAT64) / NULLIF(ABS(`__dd_seg`.`__dd_baseline`), 0) AS `__dd_relative_delta`,
   CAST((
-    `seg`.`comparison` - `seg`.`baseline`
+    `__dd_seg`.`__dd_comparison` - `__dd_seg`.`__dd_baseline`
   ) AS FLOAT64) / NULLIF((
-    `tot`.`comparison` - `tot`.`baseline`
-  ), 0) AS `share_of_delta`,
-  `seg`.`baseline_rows`,
-  `seg`.`comparison_rows`,
-  `tot`.`baseline` AS `__total_baseline`,
-  `tot`.`comparison` AS `__total_comparison`,
-  COUNT(*) OVER () AS `__matched`
-FROM `seg`
-CROSS JOIN `tot`
+    `__dd_tot`.`__dd_comparison` - `__dd_tot`.`__dd_baseline`
+  ), 0) AS `__dd_share_of_delta`,
+  `__dd_seg`.`__dd_baseline_rows`,
+  `__dd_seg`.`__dd_comparison_rows`,
+  `__dd_tot`.`__dd_baseline` AS `__dd_total_baseline`,
+  `__dd_tot`.`__dd_comparison` AS `__dd_total_comparison`,
+  COUNT(*) OVER () AS `__dd_matched`
+FROM `__dd_seg`
+CROSS JOIN `__dd_tot`
 WHERE
-  `seg`.`baseline_rows` > 0 OR `seg`.`comparison_rows` > 0
+  `__dd_seg`.`__dd_baseline_rows` > 0 OR `__dd_seg`.`__dd_comparison_rows` > 0
 ORDER BY
-  ABS(`delta`) DESC,
-  `seg`.`page` NULLS LAST
+  ABS(`__dd_delta`) DESC,
+  `__dd_seg`.`__dd_g0` NULLS LAST
 LIMIT 51

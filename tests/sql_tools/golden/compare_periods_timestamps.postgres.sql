@@ -3,17 +3,17 @@
 -- p2 = datetime.datetime(2024, 1, 8, 0, 0)
 -- p3 = datetime.datetime(2024, 1, 8, 0, 0)
 -- p4 = datetime.datetime(2024, 1, 15, 0, 0)
-WITH "seg" AS (
+WITH "__dd_seg" AS (
   SELECT
-    "t0"."page" AS "page",
+    "t0"."page" AS "__dd_g0",
     AVG("t0"."visits") FILTER(WHERE
-      "t0"."ts" >= %(p1)s AND "t0"."ts" < %(p2)s) AS "baseline",
+      "t0"."ts" >= %(p1)s AND "t0"."ts" < %(p2)s) AS "__dd_baseline",
     AVG("t0"."visits") FILTER(WHERE
-      "t0"."ts" >= %(p3)s AND "t0"."ts" < %(p4)s) AS "comparison",
+      "t0"."ts" >= %(p3)s AND "t0"."ts" < %(p4)s) AS "__dd_comparison",
     COUNT(*) FILTER(WHERE
-      "t0"."ts" >= %(p1)s AND "t0"."ts" < %(p2)s) AS "baseline_rows",
+      "t0"."ts" >= %(p1)s AND "t0"."ts" < %(p2)s) AS "__dd_baseline_rows",
     COUNT(*) FILTER(WHERE
-      "t0"."ts" >= %(p3)s AND "t0"."ts" < %(p4)s) AS "comparison_rows"
+      "t0"."ts" >= %(p3)s AND "t0"."ts" < %(p4)s) AS "__dd_comparison_rows"
   FROM "visits" AS "t0"
   WHERE
     (
@@ -24,12 +24,12 @@ WITH "seg" AS (
     )
   GROUP BY
     "t0"."page"
-), "tot" AS (
+), "__dd_tot" AS (
   SELECT
     AVG("t0"."visits") FILTER(WHERE
-      "t0"."ts" >= %(p1)s AND "t0"."ts" < %(p2)s) AS "baseline",
+      "t0"."ts" >= %(p1)s AND "t0"."ts" < %(p2)s) AS "__dd_baseline",
     AVG("t0"."visits") FILTER(WHERE
-      "t0"."ts" >= %(p3)s AND "t0"."ts" < %(p4)s) AS "comparison"
+      "t0"."ts" >= %(p3)s AND "t0"."ts" < %(p4)s) AS "__dd_comparison"
   FROM "visits" AS "t0"
   WHERE
     (
@@ -40,34 +40,34 @@ WITH "seg" AS (
     )
 )
 SELECT
-  "seg"."page",
-  "seg"."baseline",
-  "seg"."comparison",
+  "__dd_seg"."__dd_g0",
+  "__dd_seg"."__dd_baseline",
+  "__dd_seg"."__dd_comparison",
   (
-    "seg"."comparison" - "seg"."baseline"
-  ) AS "delta",
+    "__dd_seg"."__dd_comparison" - "__dd_seg"."__dd_baseline"
+  ) AS "__dd_delta",
   CAST((
-    "seg"."comparison" - "seg"."baseline"
-  ) AS DOUBLE PRECISION) / NULLIF(ABS("seg"."baseline"), 0) AS "relative_delta",
+    "__dd_seg"."__dd_comparison" - "__dd_seg"."__dd_baseline"
+  ) AS DOUBLE PRECISION) / NULLIF(ABS("__dd_seg"."__dd_baseline"), 0) AS "__dd_relative_delta",
   CAST((
-    "seg"."comparison" - "seg"."baseline"
+    "__dd_seg"."__dd_comparison" - "__dd_seg"."__dd_baseline"
   ) AS DOUBLE PRECISION) / NULLIF((
-    "tot"."comparison" - "tot"."baseline"
-  ), 0) AS "share_of_delta",
-  "seg"."baseline_rows",
-  "seg"."comparison_rows",
-  "tot"."baseline" AS "__total_baseline",
-  "tot"."comparison" AS "__total_comparison",
-  COUNT(*) OVER () AS "__matched"
-FROM "seg"
-CROSS JOIN "tot"
+    "__dd_tot"."__dd_comparison" - "__dd_tot"."__dd_baseline"
+  ), 0) AS "__dd_share_of_delta",
+  "__dd_seg"."__dd_baseline_rows",
+  "__dd_seg"."__dd_comparison_rows",
+  "__dd_tot"."__dd_baseline" AS "__dd_total_baseline",
+  "__dd_tot"."__dd_comparison" AS "__dd_total_comparison",
+  COUNT(*) OVER () AS "__dd_matched"
+FROM "__dd_seg"
+CROSS JOIN "__dd_tot"
 WHERE
-  "seg"."baseline_rows" > 0 OR "seg"."comparison_rows" > 0
+  "__dd_seg"."__dd_baseline_rows" > 0 OR "__dd_seg"."__dd_comparison_rows" > 0
 ORDER BY
   ABS((
     (
-      "seg"."comparison" - "seg"."baseline"
+      "__dd_seg"."__dd_comparison" - "__dd_seg"."__dd_baseline"
     )
   )) DESC NULLS LAST,
-  "seg"."page"
+  "__dd_seg"."__dd_g0"
 LIMIT 51

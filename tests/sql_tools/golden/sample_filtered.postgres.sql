@@ -4,9 +4,9 @@
 -- p3 = 'silver'
 -- p4 = datetime.date(2024, 1, 9)
 SELECT
-  "t0"."day" AS "day",
-  "t0"."product" AS "product",
-  "t0"."revenue" AS "revenue",
+  "t0"."day" AS "__dd_g0",
+  "t0"."product" AS "__dd_g1",
+  "t0"."revenue" AS "__dd_g2",
   (
     SELECT
       COUNT(*)
@@ -19,7 +19,7 @@ SELECT
       )
       AND "t1"."tier" IN (%(p2)s, %(p3)s)
       AND "t0"."day" <= %(p4)s
-  ) AS "__matched"
+  ) AS "__dd_matched"
 FROM "sales" AS "t0"
 LEFT JOIN "customers" AS "t1"
   ON "t0"."customer_id" = "t1"."customer_id"

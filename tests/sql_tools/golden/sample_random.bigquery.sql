@@ -3,17 +3,17 @@
 -- p2 = datetime.datetime(2024, 1, 1, 8, 0)
 -- p3 = 7
 SELECT
-  `t0`.`ts` AS `ts`,
-  `t0`.`page` AS `page`,
-  `t0`.`visits` AS `visits`,
-  `t0`.`note` AS `note`,
+  `t0`.`ts` AS `__dd_g0`,
+  `t0`.`page` AS `__dd_g1`,
+  `t0`.`visits` AS `__dd_g2`,
+  `t0`.`note` AS `__dd_g3`,
   (
     SELECT
       COUNT(*)
     FROM `visits` AS `t0`
     WHERE
       `t0`.`note` IS NULL AND `t0`.`page` = @p1 AND `t0`.`ts` > @p2
-  ) AS `__matched`
+  ) AS `__dd_matched`
 FROM `visits` AS `t0`
 WHERE
   `t0`.`note` IS NULL AND `t0`.`page` = @p1 AND `t0`.`ts` > @p2
