@@ -205,3 +205,33 @@ def table_reads(sql: str, tables: set[str], schema: str) -> Counter[str]:
         for t in tree.find_all(exp.Table)
         if t.name in tables and t.db in ("", schema) and not (not t.db and t.name in ctes)
     )
+
+
+def qualify_tables(sql: str, schema: str, *, placeholders: bool) -> str:
+    """``sql`` (Postgres text) with every unqualified table name that is not a CTE's written as
+    ``"schema"."table"``, the rest of the text as it was: sessions search only ``pg_catalog``
+    and ``pg_temp``, so a name is found in the chosen schema only when it names it.
+    ``placeholders``: the text is psycopg's with parameters (a ``%`` of the schema doubled).
+    Text this parser does not read is returned as it is (an unqualified name in it then finds
+    no table of the schema)."""
+    try:
+        tree = sqlglot.parse_one(sql, read="postgres")
+    except sqlglot.errors.SqlglotError:
+        return sql
+    ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
+    starts = []
+    for t in tree.find_all(exp.Table):
+        if t.args.get("db") is not None or not isinstance(t.this, exp.Identifier):
+            continue
+        if t.name in ctes:
+            continue
+        start = t.this.meta.get("start")
+        if start is None:
+            raise QueryRejected(f"cannot qualify table {t.name!r} with its schema")
+        starts.append(start)
+    prefix = '"' + schema.replace('"', '""') + '".'
+    if placeholders:
+        prefix = prefix.replace("%", "%%")
+    for start in sorted(starts, reverse=True):
+        sql = sql[:start] + prefix + sql[start:]
+    return sql

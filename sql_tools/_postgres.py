@@ -12,8 +12,11 @@ Postgres schema, read where they are. The database enforces what matters:
   ``limits.memory_limit`` (:data:`WORK_MEM_SHARE`), and the session's default transactions are
   read-only too;
 - rows are read through a server-side cursor, at most ``max_rows`` of them;
-- ``search_path`` is the chosen schema (then ``pg_catalog``), so an unqualified table name means
-  that schema's table.
+- ``search_path`` is ``pg_catalog, pg_temp`` (:data:`SEARCH_PATH`), for the session and again in
+  every transaction: a function, aggregate, operator, type or collation a query names is always
+  the built-in one, never one another role defined in the chosen schema (a ``public.sum(double
+  precision)`` would otherwise answer every sum). Every query names the schema's tables with
+  their schema (:func:`~sql_tools._guard.qualify_tables` writes it where a query leaves it out).
 
 The statement guard (:func:`~sql_tools._guard.check_postgres_select`) checks every tool and
 engine query first, as on DuckDB. :meth:`PostgresContext.introspect` runs the product's own fixed
@@ -56,7 +59,7 @@ from sql_tools._errors import (
     ToolInputError,
     one_line,
 )
-from sql_tools._guard import check_postgres_select, table_reads
+from sql_tools._guard import check_postgres_select, qualify_tables, table_reads
 from sql_tools.passes import HeldAnswers, Passes
 from sql_tools.catalog import Catalog, jsonable, kind_of
 
@@ -67,6 +70,10 @@ SCHEMES = ("postgresql://", "postgres://")
 DEFAULT_SCHEMA = "public"
 OUR_PARAMETERS = ("schema", "tables", "query_timeout")
 CONNECT_TIMEOUT_S = 10
+SEARCH_PATH = "pg_catalog, pg_temp"
+"""Where every session looks up unqualified names: the built-ins first (for functions and
+operators they win even over the temporary schema), the session's own temporary objects, and
+no schema another role may create objects in."""
 ROW_HASH_SUM = "coalesce(sum(hashtextextended(CAST(r AS text), 0)), 0)::text"
 """A table's fingerprint of its rows (aliased ``r``): the sum of their 64-bit hashes, as text."""
 # relations a role may read: tables, partitioned tables, views, materialized views, foreign tables
@@ -369,6 +376,7 @@ class PostgresContext:
         con.read_only = True  # every transaction this connection begins: BEGIN READ ONLY
         try:
             con.execute("SET default_transaction_read_only = on")
+            con.execute(f"SET search_path = {SEARCH_PATH}")
         except psycopg.Error as exc:
             con.close()
             raise SqlToolError(
@@ -460,7 +468,7 @@ class PostgresContext:
         settings = {
             "statement_timeout": f"{ms}ms",
             "idle_in_transaction_session_timeout": f"{ms + 10_000}ms",
-            "search_path": f"{_quote(self.source.schema)}, pg_catalog, pg_temp",
+            "search_path": SEARCH_PATH,
             "TimeZone": "UTC",
             "cursor_tuple_fraction": "1",  # plans for the whole result, not its first rows
         }
@@ -508,6 +516,7 @@ class PostgresContext:
         self, sql: str, params: dict[str, Any] | Sequence[Any] | None, max_rows: int
     ) -> tuple[list[str], list[int], list[tuple[Any, ...]]]:
         """Columns, their type oids and at most ``max_rows`` rows, through a server-side cursor."""
+        sql = qualify_tables(sql, self.source.schema, placeholders=params is not None)
         with self._read_only() as con, con.cursor(name="drilldown") as cur:
             cur.execute(sql, params)
             description = cur.description or []

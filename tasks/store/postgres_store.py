@@ -4,8 +4,11 @@ The schema is `supabase/migrations/`. The app connects as its team's writer (`dr
 a role in `drilldown_writers` mapped to its team): row-level security shows it its team's
 investigations only, and it writes only through `public.save_investigation()`, which replaces a
 run of its team whole in one transaction.
-Supabase keeps pgvector in the `extensions` schema; the vector type is looked up there when it is not
-on the search path, and every statement names its schema, so pooled connections work too.
+Supabase keeps pgvector in the `extensions` schema; the vector type is looked up in the schema the
+extension was installed in, and every statement names its schema, so pooled connections work too.
+Every transaction first sets `search_path` to `pg_catalog, pg_temp` (`SET LOCAL`, which a pooler
+in transaction mode keeps to it): the functions and operators of the store's statements are the
+built-in ones, never ones another role defined in `public`.
 """
 
 from __future__ import annotations
@@ -38,6 +41,15 @@ from tasks.store.models import (
     InvestigationSummary,
     SimilarInvestigation,
     root_causes_of,
+)
+
+
+SEARCH_PATH = "select pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true)"
+"""The first statement of every transaction: names resolve in the built-ins (and the
+transaction's own temporary objects) only, until it ends."""
+VECTOR_SCHEMA = (
+    "select pg_catalog.quote_ident(n.nspname) from pg_catalog.pg_extension e "
+    "join pg_catalog.pg_namespace n on n.oid = e.extnamespace where e.extname = 'vector'"
 )
 
 
@@ -80,6 +92,7 @@ def _teamless_role(conn: psycopg.Connection[Any]) -> str | None:
     has one memory for every writer.
     """
     try:
+        conn.execute(SEARCH_PATH)
         role, team = conn.execute(
             "select public.drilldown_caller(), public.drilldown_team()"
         ).fetchone()
@@ -132,7 +145,9 @@ class PostgresStore(StoreBase):
         try:
             from pgvector.psycopg.vector import register_vector_info
 
-            info = TypeInfo.fetch(conn, "vector") or TypeInfo.fetch(conn, "extensions.vector")
+            conn.execute(SEARCH_PATH)
+            schema = conn.execute(VECTOR_SCHEMA).fetchone()
+            info = TypeInfo.fetch(conn, f"{schema[0]}.vector") if schema else None
             if info is None:
                 conn.close()
                 raise StoreError(
@@ -165,6 +180,7 @@ class PostgresStore(StoreBase):
         with self._lock:
             conn = self._connect()
             try:
+                conn.execute(SEARCH_PATH)
                 rows = conn.execute(query, params).fetchall()
                 conn.rollback()
                 return rows
@@ -199,6 +215,7 @@ class PostgresStore(StoreBase):
         with self._lock:
             conn = self._connect()
             try:
+                conn.execute(SEARCH_PATH)
                 (written,) = conn.execute(
                     "select public.save_investigation(%s, %s, %s, %s, %s, %s)",
                     [Json(rows.investigation), Json(rows.hypotheses), Json(rows.evidence),
@@ -236,6 +253,7 @@ class PostgresStore(StoreBase):
         with self._lock:
             conn = self._connect()
             try:
+                conn.execute(SEARCH_PATH)
                 inv = conn.execute(
                     "select id, run_id, created_at, data_fingerprint, metric, metric_name, "
                     "table_name, baseline, comparison, question, result, data_source "

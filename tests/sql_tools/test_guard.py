@@ -6,7 +6,7 @@ import duckdb
 import pytest
 
 from sql_tools import QueryRejected
-from sql_tools._guard import check_postgres_select, check_select
+from sql_tools._guard import check_postgres_select, check_select, qualify_tables
 
 
 @pytest.fixture(scope="module")
@@ -120,3 +120,38 @@ def test_guard_counts_each_pass_over_a_source_table(con, sql, reads):
     assert dict(check_select(con, sql, {"sales"})) == reads
     pg = sql.replace("main.", "public.")
     assert dict(check_postgres_select(pg, {"sales"}, "public")) == reads
+
+
+QUALIFIED = [
+    ("SELECT a FROM sales", 'SELECT a FROM "public".sales'),
+    (
+        'SELECT a FROM "sales" AS s WHERE s.a > 1',
+        'SELECT a FROM "public"."sales" AS s WHERE s.a > 1',
+    ),
+    (  # a CTE keeps its name; the table inside it and a join beside it are qualified
+        'WITH x AS (SELECT a FROM "sales") SELECT * FROM x JOIN "u""x" ON true',
+        'WITH x AS (SELECT a FROM "public"."sales") SELECT * FROM x JOIN "public"."u""x" ON true',
+    ),
+    ('SELECT 1 FROM "public"."sales", other.t', 'SELECT 1 FROM "public"."sales", other.t'),
+    (  # names and values before the table: positions are characters, not bytes
+        "SELECT 'é€%%' AS \"ü\" FROM (SELECT 1 FROM \"Straße\") AS q, \"50%%_off\"",
+        "SELECT 'é€%%' AS \"ü\" FROM (SELECT 1 FROM \"public\".\"Straße\") AS q, "
+        '"public"."50%%_off"',
+    ),
+    ("SELECT 1", "SELECT 1"),
+    ("SELECT * FROM", "SELECT * FROM"),  # not read: left as it is, and finds no table
+]
+
+
+@pytest.mark.parametrize(("sql", "qualified"), QUALIFIED)
+def test_postgres_tables_are_named_with_their_schema(sql, qualified):
+    assert qualify_tables(sql, "public", placeholders=True) == qualified
+
+
+def test_a_schema_name_is_quoted_and_its_percent_doubled_only_for_placeholders():
+    assert qualify_tables("SELECT 1 FROM t", 'a"b%', placeholders=True) == (
+        'SELECT 1 FROM "a""b%%".t'
+    )
+    assert qualify_tables("SELECT 1 FROM t", 'a"b%', placeholders=False) == (
+        'SELECT 1 FROM "a""b%".t'
+    )

@@ -334,7 +334,7 @@ def test_a_write_past_the_guard_is_refused_by_the_read_only_transaction(pg_datab
         c.execute("INSERT INTO t VALUES (1), (2)")
         c.execute(
             "CREATE FUNCTION smuggle() RETURNS int LANGUAGE sql "
-            "AS 'INSERT INTO t VALUES (3) RETURNING 1'"
+            "AS 'INSERT INTO public.t VALUES (3) RETURNING 1'"
         )
     url = reader_role(uri, ["t"])
     role = parse_postgres_url(url).conninfo["user"]
@@ -345,7 +345,8 @@ def test_a_write_past_the_guard_is_refused_by_the_read_only_transaction(pg_datab
     monkeypatch.setattr(PostgresContext, "_refuse_unsafe_role", lambda self: None)
     monkeypatch.setattr(pg, "check_postgres_select", lambda *a, **k: None)
     with PostgresContext(url) as ctx:
-        for write in ("SELECT smuggle()", "SELECT lo_create(0)"):  # a SELECT that writes
+        # a SELECT that writes (the session finds functions of pg_catalog only: named in full)
+        for write in ("SELECT public.smuggle()", "SELECT lo_create(0)"):
             with pytest.raises(QueryRejected, match="read-only transaction"):
                 ctx.run(write, max_rows=1)
             with pytest.raises(QueryRejected, match="read-only transaction"):
