@@ -39,6 +39,29 @@ def input_error_code(code: str) -> int:
     return 1 if code == "internal" else 2
 
 
+def store_error_code(exc: Exception) -> int:
+    """The exit code of a store error: 2 for settings or a store file the user must fix (move
+    aside, point elsewhere), 1 for a store the system or the network keeps from being used
+    (busy, unreachable, read-only, a full disk), which may pass."""
+    from tasks.store import StoreConfigError, StoreDamaged
+
+    return 2 if isinstance(exc, StoreConfigError | StoreDamaged) else 1
+
+
+def os_error_line(exc: OSError, out: Path) -> str:
+    """The file and the system's reason (a full disk, a file-size limit, a read-only folder)
+    for a failed read or write, in one line; without a file named, the output folder."""
+    import errno
+
+    where = exc.filename or f"writing in {out}"
+    line = f"{where}: {exc.strerror or exc}"
+    if exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+        line += " (free space on its disk or raise the file-size limit, or choose another --out)"
+    elif exc.errno in (errno.EROFS, errno.EACCES):
+        line += " (make it writable, or choose another --out)"
+    return line
+
+
 def emit_json(payload: Any) -> None:
     """Print JSON to stdout, written as every JSON the product emits (``output.dumps``)."""
     typer.echo(dumps(payload, indent=2))
@@ -244,7 +267,7 @@ def _investigate(
     Prefect API is configured, else in-process without Prefect) and print its answer."""
 
     from sql_tools._errors import SqlToolError
-    from tasks.store import StoreConfigError, StoreError
+    from tasks.store import StoreError
 
     if not offline and not os.environ.get("ANTHROPIC_API_KEY"):
         typer.echo("ANTHROPIC_API_KEY is not set: investigating offline", err=True)
@@ -299,9 +322,9 @@ def _investigate(
     except SqlToolError as exc:
         fail(exc.message, input_error_code(exc.code))
     except StoreError as exc:  # the investigation was not remembered; its report is written
-        fail(f"{exc}; the report is in {out}", 2 if isinstance(exc, StoreConfigError) else 1)
+        fail(f"{exc}; the report is in {out}", store_error_code(exc))
     except OSError as exc:
-        fail(f"{exc.filename or ''}: {exc.strerror or exc}")
+        fail(os_error_line(exc, out))
     except ValueError as exc:  # storage locations: bad URL, missing bucket, size/hash mismatch
         fail(str(exc))
     finally:
@@ -336,7 +359,9 @@ def _investigate(
             typer.echo(f"  everything moved evenly ({shift['effect']}, {share})")
     for d in result["data_quality"]:
         typer.echo(f"  data quality: {printable(d['message'])}")
-    if summary.get("run_id"):
+    if summary.get("kept_locally"):  # the team's store is unreachable: not remembered there yet
+        typer.echo(f"kept locally as {summary['run_id']}; `drilldown sync` sends it", err=True)
+    elif summary.get("run_id"):
         typer.echo(f"remembered as {summary['run_id']}", err=True)
     typer.echo(f"wrote {printable(out / 'report.md')} and {printable(out / 'result.json')}")
 
@@ -496,17 +521,18 @@ def history(
     text: Annotated[str, typer.Argument(help="What happened, in your words.")],
     limit: Annotated[int, typer.Option(help="How many to list.")] = 5,
 ) -> None:
-    """Past investigations similar to TEXT: score, date, metric, periods, root causes, run id."""
+    """Past investigations similar to TEXT: score, date, metric, periods, root causes, run id.
+    The store is only read: a read-only store is read, and none is made where there is none."""
     from tasks.store import StoreError, store_from_config
     from tasks.store.history import format_history, similar_investigations
 
     if limit < 1:
         fail("--limit must be at least 1", 2)
     try:
-        with store_from_config() as store:
+        with store_from_config(read_only=True) as store:
             rows = similar_investigations(store, text, k=limit)
     except StoreError as exc:
-        fail(str(exc))
+        fail(f"no past investigations read: {exc}", store_error_code(exc))
     for line in format_history(rows).splitlines():
         typer.echo(printable(line))
 
@@ -519,7 +545,7 @@ def sync() -> None:
     try:
         result = flush_outbox()
     except StoreError as exc:
-        fail(str(exc))
+        fail(str(exc), store_error_code(exc))
     typer.echo(printable(result.summary()))
     if result.remaining:
         raise typer.Exit(1)

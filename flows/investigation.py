@@ -16,6 +16,7 @@ the run's one read-only connection), handed from step to step and closed at the 
 from __future__ import annotations
 
 import concurrent.futures as cf
+import errno
 import os
 import sys
 from collections.abc import Callable
@@ -101,7 +102,8 @@ def investigation(
             saved = None
             if req.remember:  # raises when the save does not land: the report stays written
                 saved = _call(steps.remember, run, result, entries, written["report_md"])
-    except BaseException:
+    except BaseException as exc:
+        _name_the_folder(exc, req.out)
         if written is None:  # refused or failed before its report: it leaves nothing behind
             _remove(made)
         raise
@@ -110,6 +112,7 @@ def investigation(
         "out": req.out,
         "db": run.db if is_postgres_url(db) else db,  # a URL without its password
         "run_id": saved["run_id"] if saved else None,
+        "kept_locally": bool(saved and saved.get("kept_locally")),  # until `drilldown sync`
         "change": result["change"],
         "root_causes": [c["segment"] for c in result["root_causes"]],
         "hypotheses": {x["id"]: x["status"] for x in result["hypotheses"]},
@@ -170,6 +173,17 @@ def _not_there_yet(req: Request) -> list[Path]:
     target = Path(req.db) if req.db else out / "data.duckdb"
     paths = [out, target, target.with_name(target.name + ".wal"), out / "uploads"]
     return [p for p in paths if not p.exists() and not p.is_symlink()]
+
+
+_WRITE_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EIO}
+
+
+def _name_the_folder(exc: BaseException, out: str) -> None:
+    """A write that failed without naming its file (a full disk, a file-size limit, a
+    read-only mount met by ``write()`` on an open file) is one of the output folder's: the error
+    names the folder. The memory store names its own file (:mod:`tasks.store.file_errors`)."""
+    if isinstance(exc, OSError) and not exc.filename and exc.errno in _WRITE_ERRNOS:
+        exc.filename = out
 
 
 def _remove(paths: list[Path]) -> None:

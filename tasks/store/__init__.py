@@ -23,7 +23,10 @@ from tasks.store.errors import (
     RecordRejected,
     StoreBusy,
     StoreConfigError,
+    StoreDamaged,
     StoreError,
+    StoreFileError,
+    StoreInaccessible,
     StoreUnavailable,
 )
 from tasks.store.models import (
@@ -48,7 +51,10 @@ __all__ = [
     "Store",
     "StoreBusy",
     "StoreConfigError",
+    "StoreDamaged",
     "StoreError",
+    "StoreFileError",
+    "StoreInaccessible",
     "StoreUnavailable",
     "SupabaseStore",
     "flush_outbox",
@@ -101,9 +107,14 @@ def _wait_s(env: Mapping[str, str]) -> float:
 
 
 def store_from_config(
-    env: Mapping[str, str] | None = None, embedder: Embedder | None = None
+    env: Mapping[str, str] | None = None,
+    embedder: Embedder | None = None,
+    *,
+    read_only: bool = False,
 ) -> DuckDBStore | SupabaseStore:
-    """The configured store (see the module docstring for the variables)."""
+    """The configured store (see the module docstring for the variables); ``read_only`` for a
+    caller that only reads: the DuckDB file is never written (it may be on a read-only mount),
+    nor made when there is none."""
     env = os.environ if env is None else env
     kind, url, path = _settings(env)
     wait_s = _wait_s(env)
@@ -112,8 +123,8 @@ def store_from_config(
     if kind == "supabase":
         from tasks.store.supabase_store import SupabaseStore
 
-        return SupabaseStore(url, local_path=path, embedder=embedder)
-    return DuckDBStore(path, embedder=embedder, wait_s=wait_s)
+        return SupabaseStore(url, local_path=path, embedder=embedder, read_only=read_only)
+    return DuckDBStore(path, embedder=embedder, wait_s=wait_s, read_only=read_only)
 
 
 def flush_outbox(

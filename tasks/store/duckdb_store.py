@@ -6,7 +6,8 @@ import json
 import random
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from tasks.store.base import (
 )
 from tasks.store.embed import DIM, Embedder
 from tasks.store.errors import RecordRejected, StoreBusy, StoreError
+from tasks.store.file_errors import is_file_failure, store_file_error
 from tasks.store.models import (
     DataIdentity,
     InvestigationRecord,
@@ -135,28 +137,30 @@ def default_path() -> Path:
     return Path("~/.drilldown/store.duckdb").expanduser()
 
 
-def _held_elsewhere(error: duckdb.Error) -> bool:
+def _held_elsewhere(error: Exception) -> bool:
     """True when DuckDB refused the file because another process holds its lock."""
     return "Conflicting lock" in str(error) or "Could not set lock" in str(error)
 
 
-def connect(path: Path, wait_s: float) -> duckdb.DuckDBPyConnection:
-    """A connection to the store's file. DuckDB lets one process at a time open a file for
+def connect(path: Path, wait_s: float, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """A connection to the store's file (``read_only``: one that never writes it, which a
+    read-only file or mount allows). DuckDB lets one process at a time open a file for
     writing: while another holds it (another run remembering its investigation), this one
     retries, with growing pauses and jitter, for up to ``wait_s`` seconds, so concurrent runs
-    take turns instead of losing their writes; then :class:`StoreBusy`."""
+    take turns instead of losing their writes; then :class:`StoreBusy`. A file that cannot be
+    opened is a :class:`~tasks.store.errors.StoreFileError` naming it and the fix."""
     deadline = time.monotonic() + wait_s
     pause = 0.02
     while True:
         try:
             return duckdb.connect(
                 str(path),
+                read_only=read_only,
                 config={"autoinstall_known_extensions": False, "autoload_known_extensions": False},
             )
-        except duckdb.IOException as e:
-            first = str(e).splitlines()[0]
+        except (duckdb.Error, OSError) as e:
             if not _held_elsewhere(e):
-                raise StoreError(f"cannot open the store {str(path)!r}: {first}") from None
+                raise store_file_error(e, path, writing=not read_only) from None
             left = deadline - time.monotonic()
             if left <= 0:
                 raise StoreBusy(
@@ -165,6 +169,15 @@ def connect(path: Path, wait_s: float) -> duckdb.DuckDBPyConnection:
                 ) from None
             time.sleep(min(left, pause * random.uniform(0.5, 1.5)))
             pause = min(pause * 2, 0.5)
+
+
+def _rollback(con: duckdb.DuckDBPyConnection) -> None:
+    """Roll back the open transaction; one the failure already ended, or a file that fails
+    again, leaves the first error the one reported."""
+    try:
+        con.execute("rollback")
+    except duckdb.Error:
+        pass
 
 
 def _dumps(value: Any) -> str | None:
@@ -181,7 +194,11 @@ class DuckDBStore(StoreBase):
     One process may hold the file at a time (DuckDB's lock): opening waits up to ``wait_s``
     seconds (default :data:`WAIT_S`) while another process holds it (:func:`connect`), so hold a
     store only as long as a read or a save takes. Threads share this store's connection under a
-    lock.
+    lock. A store opened ``read_only`` never writes its file (a read-only mount, a shared copy)
+    and, when there is no file, reads as empty without making one.
+
+    Every failure of the file itself (damaged, not a store, read-only, a full disk) is a
+    :class:`~tasks.store.errors.StoreFileError`: one line naming the file and the fix.
     """
 
     kind = "duckdb"
@@ -192,18 +209,58 @@ class DuckDBStore(StoreBase):
         embedder: Embedder | None = None,
         *,
         wait_s: float = WAIT_S,
+        read_only: bool = False,
     ) -> None:
         self.path = Path(path).expanduser() if path is not None else default_path()
         self._embedder = embedder
         self._lock = threading.RLock()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._con = connect(self.path, wait_s)
-        self._con.execute("set TimeZone = 'UTC'")
+        self._reads_only = read_only  # never saves, whatever connection it reads through
+        self.read_only = read_only and self.path.exists()
+        if read_only and not self.path.exists():  # nothing to read, and no file made
+            self._con = duckdb.connect(":memory:")
+        else:
+            if not read_only:
+                try:
+                    self.path.parent.mkdir(parents=True, exist_ok=True)
+                except OSError as e:
+                    raise store_file_error(e, self.path) from None
+            self._con = connect(self.path, wait_s, read_only)
         try:
-            self._upgrade()
+            with self._using():
+                self._con.execute("set TimeZone = 'UTC'")
+                if self.read_only and not self._current():
+                    # an older schema: brought up to date by a connection that writes
+                    self._con.close()
+                    self.read_only = False
+                    self._con = connect(self.path, wait_s)
+                    self._con.execute("set TimeZone = 'UTC'")
+                if not self.read_only:
+                    self._upgrade()
         except BaseException:
             self.close()
             raise
+
+    def _current(self) -> bool:
+        """Whether the file is a store of this schema version, read as it is."""
+        con = self._cx()
+        meta = con.execute(
+            "select count(*) from duckdb_tables() where table_name = 'store_meta'"
+        ).fetchone()
+        if not meta or not meta[0]:
+            return False
+        row = con.execute("select value from store_meta where key = 'schema_version'").fetchone()
+        return row is not None and row[0] == str(SCHEMA_VERSION)
+
+    @contextmanager
+    def _using(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """The connection, under the lock; a failure of the file itself as a
+        :class:`~tasks.store.errors.StoreFileError` naming it (every query is the store's own,
+        so any other error of DuckDB's is one of the file too)."""
+        with self._lock:
+            try:
+                yield self._cx()
+            except (duckdb.Error, OSError) as e:
+                raise store_file_error(e, self.path, writing=not self.read_only) from None
 
     def _upgrade(self) -> None:
         """Create the tables of a new file, or bring an older file's schema up to date."""
@@ -228,7 +285,7 @@ class DuckDBStore(StoreBase):
             )
             con.execute("commit")
         except BaseException:
-            con.execute("rollback")
+            _rollback(con)
             raise
 
     # -- configuration -------------------------------------------------------------------------
@@ -244,12 +301,12 @@ class DuckDBStore(StoreBase):
         return self._con
 
     def _all(self, query: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        with self._lock:
-            return self._cx().execute(query, params).fetchall()
+        with self._using() as con:
+            return con.execute(query, params).fetchall()
 
     def _one(self, query: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
-        with self._lock:
-            return self._cx().execute(query, params).fetchone()
+        with self._using() as con:
+            return con.execute(query, params).fetchone()
 
     # -- writes --------------------------------------------------------------------------------
     def save_investigation(self, record: InvestigationRecord) -> str:
@@ -264,8 +321,9 @@ class DuckDBStore(StoreBase):
         """
         rows = record_rows(record)
         inv = rows.investigation
-        with self._lock:
-            con = self._cx()
+        if self._reads_only:
+            raise StoreError(f"the memory store {str(self.path)!r} was opened read-only")
+        with self._using() as con:
             con.execute("begin transaction")
             try:
                 old = con.execute(
@@ -279,12 +337,14 @@ class DuckDBStore(StoreBase):
                 self._insert_rows(con, rows, document)
                 con.execute("commit")
             except duckdb.Error as e:
-                con.execute("rollback")
+                _rollback(con)
+                if is_file_failure(e):
+                    raise
                 raise RecordRejected(
                     f"investigation {inv['run_id']!r} not stored: {str(e).splitlines()[0]}"
                 ) from None
             except BaseException:
-                con.execute("rollback")
+                _rollback(con)
                 raise
         return True
 
@@ -338,8 +398,7 @@ class DuckDBStore(StoreBase):
 
     # -- reads ---------------------------------------------------------------------------------
     def get_investigation(self, run_id: str) -> InvestigationRecord | None:
-        with self._lock:
-            con = self._cx()
+        with self._using() as con:
             inv = con.execute(
                 "select run_id, created_at, data_fingerprint, metric, metric_name, table_name, "
                 "baseline, comparison, question, result, data_source from investigations "
@@ -464,14 +523,13 @@ class DuckDBStore(StoreBase):
 
     def table_counts(self) -> dict[str, int]:
         """Rows per table, for diagnostics."""
-        with self._lock:
-            con = self._cx()
+        with self._using() as con:
             return {t: con.execute(f"select count(*) from {t}").fetchone()[0] for t in TABLES}
 
     # -- outbox (records waiting for the team store) -------------------------------------------
     def enqueue(self, run_id: str, content_hash: str, error: str) -> None:
-        with self._lock:
-            self._cx().execute(
+        with self._using() as con:
+            con.execute(
                 "insert or replace into outbox values (?, ?, ?, 0, ?)",
                 [run_id, content_hash, datetime.now(UTC), error],
             )
@@ -485,18 +543,18 @@ class DuckDBStore(StoreBase):
 
     def mark_sent(self, run_id: str, content_hash: str) -> None:
         """Drop the outbox row if it still names this content (a newer save keeps its row)."""
-        with self._lock:
-            self._cx().execute(
+        with self._using() as con:
+            con.execute(
                 "delete from outbox where run_id = ? and content_hash = ?", [run_id, content_hash]
             )
 
     def drop_pending(self, run_id: str) -> None:
-        with self._lock:
-            self._cx().execute("delete from outbox where run_id = ?", [run_id])
+        with self._using() as con:
+            con.execute("delete from outbox where run_id = ?", [run_id])
 
     def mark_failed(self, run_id: str, error: str) -> None:
-        with self._lock:
-            self._cx().execute(
+        with self._using() as con:
+            con.execute(
                 "update outbox set attempts = attempts + 1, last_error = ? where run_id = ?",
                 [error, run_id],
             )

@@ -21,3 +21,18 @@ class StoreBusy(StoreUnavailable):
 
 class RecordRejected(StoreError, ValueError):
     """The database refused a value of the record; nothing of it was stored."""
+
+
+
+class StoreFileError(StoreError):
+    """The store's file cannot be used; the message names the file and the fix."""
+
+
+class StoreDamaged(StoreFileError):
+    """The file is not a store that can be read (cut short, overwritten, not a DuckDB database,
+    a damaged write-ahead log): the user moves it aside."""
+
+
+class StoreInaccessible(StoreFileError):
+    """The system refuses the store's file: a read-only file, folder or mount, no permission,
+    a full disk, a file-size limit."""

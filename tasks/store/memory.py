@@ -122,18 +122,21 @@ def _identity(run: Run) -> tuple[Question, DataIdentity, str]:
 
 def recall_history(run: Run, explanation: dict[str, Any]) -> dict[str, Any]:
     """``{"similar": [...], "dismissed": [...], "warning": str | None}`` from the store, for
-    the run's data (its contents, or its source when the run names one)."""
-    from tasks.store import StoreError, store_from_config
+    the run's data (its contents, or its source when the run names one). The store is only
+    read: a read-only one is recalled from. A store whose file cannot be used is named once,
+    by the save that follows (:func:`remember`), so the warning only says so."""
+    from tasks.store import StoreError, StoreFileError, store_from_config
 
     q, data, rid = _identity(run)
     try:
-        with store_from_config() as store:
+        with store_from_config(read_only=True) as store:
             similar, dismissed = recall(store, q, explanation, data, exclude=rid)
     except (StoreError, OSError) as exc:
+        why = "the memory store cannot be used" if isinstance(exc, StoreFileError) else exc
         return {
             "similar": [],
             "dismissed": [],
-            "warning": f"past investigations unavailable: {exc}",
+            "warning": f"past investigations unavailable: {why}",
         }
     return {"similar": similar, "dismissed": dismissed, "warning": None}
 
@@ -141,10 +144,12 @@ def recall_history(run: Run, explanation: dict[str, Any]) -> dict[str, Any]:
 def remember(
     run: Run, result: dict[str, Any], entries: list[dict[str, Any]], report_md: str
 ) -> dict[str, Any]:
-    """Save the investigation whole; ``{"run_id"}``. A save that does not land raises
-    :class:`StoreError` ("investigation ... not remembered: why", of the same class as the
-    cause, so a busy or unreachable store stays worth a retry): a run must not report an
-    investigation remembered that is not. Supabase outages go to the local outbox."""
+    """Save the investigation whole; ``{"run_id", "kept_locally"}``. A save that does not land
+    raises :class:`StoreError` ("investigation ... not remembered: why", of the same class as
+    the cause, so a busy or unreachable store stays worth a retry): a run must not report an
+    investigation remembered that is not. Supabase outages go to the local outbox:
+    ``kept_locally`` is then true, and the investigation is not remembered by the team's store
+    until `drilldown sync` sends it."""
     from tasks.store import StoreError, store_from_config
 
     q, data, rid = _identity(run)
@@ -152,7 +157,8 @@ def remember(
     try:
         with store_from_config() as store:
             store.save_investigation(rec)
+            kept_locally = rid in getattr(store, "kept_locally", ())
     except (StoreError, OSError) as exc:
         kind = type(exc) if isinstance(exc, StoreError) else StoreError
         raise kind(f"investigation {rid} not remembered: {exc}") from exc
-    return {"run_id": rid}
+    return {"run_id": rid, "kept_locally": kept_locally}

@@ -65,10 +65,14 @@ class SupabaseStore(StoreBase):
         embedder: Embedder | None = None,
         *,
         connect_timeout: int = 10,
+        read_only: bool = False,
     ) -> None:
         self.remote = PostgresStore(dsn, embedder, connect_timeout=connect_timeout)
         self.local_path = Path(local_path).expanduser() if local_path else default_path()
         self._local: DuckDBStore | None = None
+        self._read_only = read_only  # the local store is only read (a caller that only reads)
+        self.kept_locally: list[str] = []
+        """The run ids saved only locally, during an outage, until `drilldown sync` sends them."""
         self._lock = threading.RLock()
 
     @property
@@ -88,7 +92,9 @@ class SupabaseStore(StoreBase):
             if self._local is None:
                 if not create and not self.local_path.exists():
                     return None
-                self._local = DuckDBStore(self.local_path, embedder=self.embedder)
+                self._local = DuckDBStore(
+                    self.local_path, embedder=self.embedder, read_only=self._read_only
+                )
             return self._local
 
     # -- writes --------------------------------------------------------------------------------
@@ -101,6 +107,7 @@ class SupabaseStore(StoreBase):
             assert local is not None
             local.write(record, document)
             local.enqueue(record.run_id, record.content_hash(), str(e))
+            self.kept_locally.append(record.run_id)
             log.warning(
                 "Supabase unreachable; investigation %r kept locally in %s until `drilldown sync` "
                 "(%s)",
