@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import bisect
 import re
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -63,12 +64,13 @@ _SECRET = re.compile(
 _BARE_PREFIX = re.compile(  # a string ending with a prefix and nothing of the secret yet
     r"(?<![0-9A-Za-z_])(?:" + "|".join(keep for keep, _ in _PREFIXES.values()) + r")\Z"
 )
+_ANY_PREFIX = re.compile("|".join(keep for keep, _ in _PREFIXES.values()))  # a quick first look
 _SHORTEST_SECRET = 15  # sk-ant- or xoxb- and their least secret part: shorter text holds none
 _PERCENT = re.compile(r"%([0-9A-Fa-f]{2})")
 _B64_RUN = re.compile(r"[0-9A-Za-z+/_-]{20,}")  # 15 bytes and more: the shortest secret
 _B64URL = str.maketrans("-_", "+/")
 _DEPTH = 3  # encodings read inside one another
-_TEXT = frozenset(range(0x20, 0x7F)) | {9, 10, 13}
+_TEXT = bytes([*range(0x20, 0x7F), 9, 10, 13])  # printable ASCII
 
 
 Span = Callable[[int, int], tuple[int, int]]
@@ -82,35 +84,25 @@ def _identity(a: int, b: int) -> tuple[int, int]:
 def _percent_view(text: str, span: Span) -> tuple[str, Span] | None:
     """``text`` percent-decoded once (each ``%XX`` as the character of that byte), and its
     span map; None when it holds no escape."""
-    if not _PERCENT.search(text):
+    at = [m.start() - 2 * k for k, m in enumerate(_PERCENT.finditer(text))]  # in the view
+    if not at:
         return None
-    starts: list[int] = []
-    ends: list[int] = []
-    out: list[str] = []
-    i = 0
-    for m in _PERCENT.finditer(text):
-        for j in range(i, m.start()):
-            starts.append(j)
-            ends.append(j + 1)
-        out.append(text[i : m.start()])
-        out.append(chr(int(m.group(1), 16)))
-        starts.append(m.start())
-        ends.append(m.end())
-        i = m.end()
-    for j in range(i, len(text)):
-        starts.append(j)
-        ends.append(j + 1)
-    out.append(text[i:])
+
+    def source(i: int) -> tuple[int, int]:  # the view's character i in ``text``
+        k = bisect.bisect_left(at, i)  # escapes before it, each two characters longer
+        escaped = k < len(at) and at[k] == i
+        return i + 2 * k, i + 2 * k + (3 if escaped else 1)
 
     def mapped(a: int, b: int) -> tuple[int, int]:
-        return span(starts[a], ends[b - 1])
+        return span(source(a)[0], source(b - 1)[1])
 
-    return "".join(out), mapped
+    return _PERCENT.sub(lambda m: chr(int(m.group(1), 16)), text), mapped
 
 
-def _base64_views(text: str, span: Span) -> Iterator[tuple[str, Span]]:
+def _base64_views(text: str, span: Span) -> Iterator[tuple[str, Span, bool]]:
     """Every run of base64 (or base64url) characters in ``text`` decoded at each of its four
-    alignments, as text (one character per byte), with its span map."""
+    alignments, as text (one character per byte), with its span map and whether it reads as
+    text (nine bytes in ten printable ASCII) rather than binary data."""
     for run in _B64_RUN.finditer(text):
         for shift in range(4):
             start = run.start() + shift
@@ -130,29 +122,34 @@ def _base64_views(text: str, span: Span) -> Iterator[tuple[str, Span]]:
                 stop = end if b >= n else start + (8 * b - 1) // 6 + 1
                 return span(start + 8 * a // 6, stop)
 
-            yield data.decode("latin-1"), mapped
+            binary = len(data.translate(None, _TEXT))
+            yield data.decode("latin-1"), mapped, binary <= 0.1 * len(data)
 
 
 def _spans(text: str, span: Span, depth: int, found: list[tuple[int, int, str]]) -> None:
     """Add (start, end, secret) to ``found`` for every secret part in ``text`` or in one of its
     decoded views, as a span of the original text."""
-    for m in _SECRET.finditer(text):
-        keep_end = m.end(m.lastgroup or 0)
-        if m.end() > keep_end:
-            found.append((*span(keep_end, m.end()), m.group()))
+    _plain(text, span, found)
     if depth == _DEPTH:
         return
     view = _percent_view(text, span)
     if view is not None:
         _spans(*view, depth + 1, found)
-    for decoded, mapped in _base64_views(text, span):
-        if sum(1 for ch in decoded if ord(ch) in _TEXT) >= 0.9 * len(decoded):
+    for decoded, mapped, is_text in _base64_views(text, span):
+        if is_text:
             _spans(decoded, mapped, depth + 1, found)
-        else:  # random bytes (an image): a secret said as it is, and no further encoding
-            found.extend(
-                (*mapped(m.end(m.lastgroup or 0), m.end()), m.group())
-                for m in _SECRET.finditer(decoded)
-            )
+        elif depth == 0:  # binary (an image): a secret written as it is in it, no more encodings
+            _plain(decoded, mapped, found)
+
+
+def _plain(text: str, span: Span, found: list[tuple[int, int, str]]) -> None:
+    """The secrets written as they are in ``text``."""
+    if not _ANY_PREFIX.search(text):
+        return
+    for m in _SECRET.finditer(text):
+        keep_end = m.end(m.lastgroup or 0)
+        if m.end() > keep_end:
+            found.append((*span(keep_end, m.end()), m.group()))
 
 
 def secret_spans(text: str) -> list[tuple[int, int, str]]:

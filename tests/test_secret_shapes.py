@@ -1,8 +1,8 @@
 """A key in any shape the data can carry it (a value, a column name, a file name and the table
 named after it, the name of the data's source; percent-encoded once or twice, every byte
-escaped, base64 and base64url) is masked in every file an investigation writes and in the memory store: a real
-offline investigation by the CLI, every byte of every output file, the store file's bytes and
-every value in it.
+escaped, base64 and base64url) is masked in every file an investigation writes and in the
+memory store: a real offline investigation by the CLI, every byte of every output file, the
+store file's bytes and every value in it.
 
 ``data.duckdb`` is left out: it is the user's own data, loaded, and holds their values and
 names as they are (the product reads it to answer the question).
@@ -97,7 +97,8 @@ def test_a_key_in_a_name_leaves_no_byte_in_any_output(tmp_path, where):
     column = STRIPE if where == "column" else "product"
     products = ["Widget", "Gadget", "Gizmo"]
     csv.write_text(weeks_csv(column, products, ["Gadget"]), encoding="utf-8")
-    source = ["--source", f"https://files.test/export?token%3D{STRIPE}"] if where == "source" else []
+    source = f"https://files.test/export?token%3D{STRIPE}"
+    source = ["--source", source] if where == "source" else []
     console, out = _investigate(tmp_path, csv, column.lower(), *source)
     shown = console + (out / "result.json").read_text(encoding="utf-8")
     assert "sk_live_" + MASK in shown + store_text(tmp_path / "memory.duckdb")

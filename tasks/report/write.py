@@ -45,4 +45,5 @@ def write_report(
     tmp.replace(folder / "result.json")
     paths = [folder / "result.json", folder / "report.md", folder / "evidence.jsonl", *charts]
     paths_text = [str(p) for p in paths]
-    return {"paths": paths_text, "report_md": report_md, "artifact_md": mask_secrets(render(report))}
+    artifact_md = mask_secrets(render(report))
+    return {"paths": paths_text, "report_md": report_md, "artifact_md": artifact_md}
