@@ -11,6 +11,7 @@ names as they are (the product reads it to answer the question).
 from __future__ import annotations
 
 import base64
+import json
 from pathlib import Path
 from urllib.parse import quote
 
@@ -103,3 +104,27 @@ def test_a_key_in_a_name_leaves_no_byte_in_any_output(tmp_path, where):
     shown = console + (out / "result.json").read_text(encoding="utf-8")
     assert "sk_live_" + MASK in shown + store_text(tmp_path / "memory.duckdb")
     assert _leaks(tmp_path, out, console, [STRIPE, TAIL]) == {}
+
+
+def test_memory_of_data_with_a_key_in_its_name_still_counts(tmp_path):
+    """The store keeps the table's name masked; another question on the same data finds its
+    memory by that masked name: same data, and a dismissed finding stays dismissed."""
+    demo = Path(__file__).resolve().parents[1] / "data" / "demo" / "events.csv"
+    csv = tmp_path / f"{STRIPE}.csv"
+    csv.write_bytes(demo.read_bytes())
+    question = [
+        "--metric", "sum(revenue)", "--time-column", "date", "--baseline",
+        "2024-03-18:2024-03-24", "--comparison", "2024-03-25:2024-03-31", "--offline",
+    ]  # fmt: skip
+    results = []
+    for out, more in ((tmp_path / "first", []), (tmp_path / "second", ["--min-support", "0.02"])):
+        proc = drilldown("investigate", str(csv), *question, *more, "--out", str(out))
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        results.append(json.loads((out / "result.json").read_text(encoding="utf-8")))
+    first, second = results
+    dismissed = [f["segment"] for f in first["findings"] if f["status"] == "dismissed"]
+    assert dismissed, "the first investigation dismissed a driver"
+    assert [p["same_data"] for p in second["similar_investigations"]] == [True]
+    assert not [h for h in second["hypotheses"] if h["segment"] in dismissed]
+    text = (tmp_path / "second" / "result.json").read_text(encoding="utf-8")
+    assert TAIL.lower() not in text and "sk_live_" + MASK in text
