@@ -39,6 +39,7 @@ from flows import steps
 from flows.metric_runs import METRIC_DEPLOYMENT, child_deployment, review_metrics
 from flows.review_metric import Latest, Thresholds, latest_date
 from sql_tools._errors import one_line
+from sql_tools.output import masked
 from tasks.ingest.storage import local_paths, storage_url
 from tasks.run import data_hash
 
@@ -296,10 +297,10 @@ def already_reviewed(state: dict[str, Any], week: str, data_hash: str, digest: s
 
 
 def write_state(out: str | Path, state: dict[str, Any]) -> None:
-    """Replace the state file atomically."""
+    """Replace the state file atomically (secret-shaped names masked, as in every output)."""
     path = Path(out) / STATE_FILE
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(state, indent=2, sort_keys=True), encoding="utf-8")
+    tmp.write_text(json.dumps(masked(state), indent=2, sort_keys=True), encoding="utf-8")
     os.replace(tmp, path)
 
 

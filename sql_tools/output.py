@@ -12,14 +12,15 @@ Values are kept exact in the data, in SQL parameters and in memory; only their r
   result.json, evidence.jsonl, the model's data blocks): the same characters as JSON ``\\u``
   escapes (so parsed values stay exact), integers beyond 2^53 - 1 as strings (JavaScript and
   many JSON readers silently round them), and non-finite numbers as ``null``.
-- :func:`mask_secrets` is the one place secret-shaped values are recognised: text that has the
-  form of a well-known API key, token or private key (Stripe, JWT, AWS, GitHub, Slack, Google,
-  OpenAI, Anthropic, PEM private keys) keeps its first characters and loses the rest
-  (``sk_live_••••``). :func:`printable` and :func:`dumps` apply it, so every report, JSON file,
-  model data block and printed line does; :func:`masked` applies it to a whole document (the
-  memory store's records), and :func:`secrets_note` says how many were masked. A file may
-  hold such a value by accident (a token pasted into a column); nothing the product writes may
-  repeat it.
+- :func:`mask_secrets` (:mod:`sql_tools.secrets`) is the one place secret-shaped values are
+  recognised: text that has the form of a well-known API key, token or private key (Stripe,
+  JWT, AWS, GitHub, Slack, Google, OpenAI, Anthropic, PEM private keys), as it is or
+  percent- or base64-encoded, keeps its first characters and loses the rest
+  (``sk_live_••••``). :func:`printable` and :func:`dumps` apply it (to dict keys too), so every
+  report, JSON file, model data block and printed line does; :func:`masked` applies it to a
+  whole document (the memory store's records), and :func:`secrets_note` says how many were
+  masked. A file may hold such a value by accident (a token pasted into a column, a key in a
+  file name); nothing the product writes may repeat it.
 - :func:`shallow` measures (and cuts) the nesting of JSON text without parsing it: the standard
   library's parser recurses and fails with ``RecursionError`` at about a thousand levels, and
   pydantic's refuses a few hundred levels with an error that drops the message, so a request
@@ -35,6 +36,12 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
+from sql_tools.secrets import MASK as MASK
+from sql_tools.secrets import mask_secrets as mask_secrets
+from sql_tools.secrets import masked as masked
+from sql_tools.secrets import secrets_note as secrets_note
+from sql_tools.secrets import walk
+
 MAX_SAFE_INTEGER = 2**53 - 1
 """The largest integer every JSON reader holds exactly (``Number.MAX_SAFE_INTEGER``)."""
 
@@ -44,65 +51,6 @@ _NOT_PLAIN_ASCII = re.compile(r"[^\x20-\x7e]")
 _NOT_ASCII_TEXT = re.compile(r"[^\x00-\x7e]")  # json.dumps escapes C0 inside strings itself
 _LAYOUT = re.compile(r"[ \t\r\n]+")
 _SHORT = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
-
-
-MASK = "\u2022" * 4
-"""What replaces the secret part of a secret-shaped value."""
-_SECRET_FORMATS = (  # (?P<keep>the first characters, shown) the secret part, masked
-    r"(?P<stripe>(?:sk|rk)_(?:live|test)_)[0-9A-Za-z]{8,}",
-    r"(?P<anthropic>sk-ant-)[0-9A-Za-z_-]{8,}",
-    r"(?P<openai>sk-)(?:proj-|svcacct-|admin-)?[0-9A-Za-z_-]{20,}",
-    r"(?P<jwt>eyJ)[0-9A-Za-z_-]{8,}\.[0-9A-Za-z_-]{8,}\.[0-9A-Za-z_-]*",
-    r"(?P<aws>AKIA|ASIA)[0-9A-Z]{16}(?![0-9A-Za-z])",
-    r"(?P<github>gh[pousr]_)[0-9A-Za-z]{20,}",
-    r"(?P<github_pat>github_pat_)[0-9A-Za-z_]{20,}",
-    r"(?P<slack>xox[bpars]-)[0-9A-Za-z-]{10,}",
-    r"(?P<google>AIza)[0-9A-Za-z_-]{30,}",
-    r"(?P<pem>-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----)"
-    r"(?:[\s\S]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----|[\s\S]*)",
-)
-_SECRET = re.compile(r"(?<![0-9A-Za-z_])(?:" + "|".join(_SECRET_FORMATS) + ")")
-_SHORTEST_SECRET = 15  # sk-ant- or xoxb- and their least secret part: shorter text holds none
-
-
-def mask_secrets(text: str) -> str:
-    """``text`` with every secret-shaped value (see the module's docstring) cut to its first
-    characters and :data:`MASK`: ``sk_live_51Hq...`` reads ``sk_live_••••``."""
-    if len(text) < _SHORTEST_SECRET:
-        return text
-    return _SECRET.sub(lambda m: m.group(m.lastgroup or 0) + MASK, text)
-
-
-def masked(value: Any) -> Any:
-    """``value`` with :func:`mask_secrets` applied to every string in it (dict values, list and
-    tuple items; keys are names and stay as they are)."""
-    if isinstance(value, str):
-        return mask_secrets(value)
-    if isinstance(value, dict):
-        return {k: masked(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [masked(v) for v in value]
-    return value
-
-
-def _secrets_in(value: Any, found: set[str]) -> set[str]:
-    if isinstance(value, str):
-        found.update(m.group() for m in _SECRET.finditer(value))
-    elif isinstance(value, dict):
-        for v in value.values():
-            _secrets_in(v, found)
-    elif isinstance(value, list | tuple):
-        for v in value:
-            _secrets_in(v, found)
-    return found
-
-
-def secrets_note(*values: Any) -> str | None:
-    """``"N secret-shaped values were masked"`` for the distinct ones in ``values``, or None."""
-    n = len(_secrets_in(values, set()))
-    if n == 0:
-        return None
-    return f"{n} secret-shaped value{'s were' if n > 1 else ' was'} masked"
 
 
 def hidden(ch: str) -> bool:
@@ -154,23 +102,21 @@ def _utf16(ch: str) -> list[int]:
     return [int.from_bytes(data[i : i + 2], "big") for i in range(0, len(data), 2)]
 
 
-def json_safe(value: Any) -> Any:
-    """``value`` with every integer beyond 2^53 - 1 (either sign) as a string, every
-    non-finite float as None and secret-shaped text masked (:func:`mask_secrets`); dicts, lists
-    and tuples are copied, other values kept."""
-    if isinstance(value, str):
-        return mask_secrets(value)
+def _json_leaf(value: Any) -> Any:
     if isinstance(value, bool):
         return value
     if isinstance(value, int):
         return str(value) if abs(value) > MAX_SAFE_INTEGER else value
     if isinstance(value, float):
         return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [json_safe(v) for v in value]
     return value
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with every integer beyond 2^53 - 1 (either sign) as a string, every
+    non-finite float as None and secret-shaped text masked, dict keys included
+    (:func:`~sql_tools.secrets.walk`); dicts, lists and tuples are copied, other values kept."""
+    return walk(value, _json_leaf)
 
 
 def dumps(

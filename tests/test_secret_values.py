@@ -6,12 +6,21 @@ still knows what kind of value it was; the data itself is untouched.
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
+from urllib.parse import quote, unquote
 
 import pytest
 
-from sql_tools.output import dumps, mask_secrets, printable, printable_line, secrets_note
+from sql_tools.output import (
+    dumps,
+    mask_secrets,
+    masked,
+    printable,
+    printable_line,
+    secrets_note,
+)
 from tests.agent.test_agent_cli import investigate_with_model, reply
 from tests.support.records import store_text
 from tests.test_hostile_values import WEEKS, weeks_csv
@@ -134,3 +143,81 @@ def test_secrets_named_as_root_causes_are_masked_in_everything_written(tmp_path)
         assert "sk_live_" + MASK in page and "2 secret-shaped values were masked" in page
     assert "root cause: product=sk_live_" + MASK in proc.stdout
     assert any("sk_live_" + MASK in json.dumps(s["body"], ensure_ascii=False) for s in seen)
+
+
+def _percent(text: str) -> str:
+    return "".join(f"%{ord(ch):02X}" for ch in text)
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+ENCODED = {  # a value holding STRIPE encoded -> the start it keeps
+    "form value": (f"key%3D{STRIPE}", "key%3Dsk_live_"),
+    "whole url query": (quote(f"https://x.test/cb?key={STRIPE}&a=1", safe=""), "https%3A"),
+    "twice encoded": (quote(quote(f"key={STRIPE}", safe=""), safe=""), "key%253Dsk_live_"),
+    "every byte escaped": (_percent(STRIPE), "%73%6B%5F%6C%69%76%65%5F"),
+    "plus before": (f"a+{STRIPE}", "a+sk_live_"),
+    "escaped plus before": (f"a%2B{STRIPE}", "a%2Bsk_live_"),
+    "base64": (_b64(STRIPE), "c2tfbGl2ZV"),
+    "base64 of a sentence": (_b64(f"the token is {STRIPE}, keep it"), _b64("the token is")[:16]),
+    "base64url": (base64.urlsafe_b64encode(f"?>{STRIPE}~".encode()).decode(), "Pz5za19saXZlX"),
+    "base64 after a word": ("tok_" + _b64(f"k={STRIPE}"), "tok_az1za19saXZlX"),
+    "base64, percent-encoded": (quote(_b64(f"a>{STRIPE}?>"), safe=""), "YT5za19saXZlX"),
+    "percent-encoded, base64": (_b64(quote(f"k={STRIPE}", safe="")), "ayUzRHNrX2xpdmVf"),
+    "base64 of a JWT": (_b64(JWT), _b64(JWT)[:3]),
+}
+
+
+@pytest.mark.parametrize("shape", ENCODED)
+def test_an_encoded_secret_is_masked_where_it_is_encoded(shape):
+    value, kept = ENCODED[shape]
+    out = mask_secrets(f"x {value} y")
+    assert out.startswith(f"x {kept}") and MASK in out and out.endswith(" y"), out
+    assert STRIPE[10:20] not in unquote(unquote(out))
+    for text in (out, dumps({value: [value]}), printable_line(value, 400)):
+        assert value not in text
+    assert mask_secrets(out) == out  # idempotent
+    assert secrets_note([value]) == "1 secret-shaped value was masked"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "https://example.com/a%20b?q=risk_live_events%2Cx",
+        "%E2%82%AC100 and 50%25 off",
+        _b64("an ordinary sentence that is long enough to decode"),
+        base64.b64encode(bytes(range(256)) * 8).decode(),  # a binary blob, as a data URI holds
+        "/home/ops/data/2024/sales_by_region_and_product.csv",
+    ],
+)
+def test_ordinary_encoded_text_is_left_alone(value):
+    assert mask_secrets(value) == value
+
+
+def test_keys_are_masked_and_two_keys_never_merge_into_one():
+    other = STRIPE[:-4] + "WXYZ"
+    doc = {STRIPE: 1, other: 2, "sk_live_" + MASK: 3, "plain": {f"a{_b64(STRIPE)}": 4}}
+    out = json.loads(dumps(doc))
+    assert list(out) == ["sk_live_" + MASK + " (1)", "sk_live_" + MASK + " (2)",
+                         "sk_live_" + MASK, "plain"]  # fmt: skip
+    assert json.loads(dumps(out)) == out  # idempotent
+    assert json.loads(dumps(dict(reversed(doc.items())))) == dict(reversed(out.items()))
+    assert masked(doc) == out
+    assert STRIPE not in json.dumps(masked(doc)) and other not in json.dumps(masked(doc))
+
+
+@pytest.mark.parametrize(
+    ("cells", "shown"),
+    [
+        (["sk_live_", STRIPE[8:], "x"], ["sk_live_", MASK, "x"]),
+        ({"a": "sk_live_", "b": STRIPE[8:] + " tail"}, {"a": "sk_live_", "b": MASK + " tail"}),
+        (["token ghp_", "16C7e42F292c6912E7710c838347Ae178B4a"], ["token ghp_", MASK]),
+        (["sk_live_", "2024-01-01"], ["sk_live_", "2024-01-01"]),
+        (["risk_live_", STRIPE[8:]], ["risk_live_", STRIPE[8:]]),
+    ],
+)
+def test_a_key_split_across_two_cells_side_by_side_is_masked(cells, shown):
+    assert masked(cells) == shown
+    assert json.loads(dumps(cells)) == shown

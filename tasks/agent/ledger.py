@@ -22,6 +22,7 @@ from sql_tools.output import (
     dumps,
     finite,
     gross_movement,
+    mask_secrets,
     percent,
 )
 from sql_tools.words import share_of, share_of_gross
@@ -283,4 +284,4 @@ class Ledger:
                 if e.numbers:
                     lines.append(f"  numbers:   {to_json(e.numbers)}")
                 lines.append("")
-            (logs / f"{hid}.log").write_text("\n".join(lines), encoding="utf-8")
+            (logs / f"{hid}.log").write_text(mask_secrets("\n".join(lines)), encoding="utf-8")

@@ -21,7 +21,7 @@ from markupsafe import Markup
 
 from sql_tools._context import ToolContext
 from sql_tools._errors import SqlToolError
-from sql_tools.output import printable_line
+from sql_tools.output import mask_secrets, printable_line
 from tasks.engine.result import Explanation
 from tasks.report.charts import (
     TIMESERIES,
@@ -82,9 +82,8 @@ def write_report_files(
         path.write_bytes(data)
         written.append(path)
     page = out / "report.html"
-    page.write_text(
-        render_html(result, images, db=str(db), chart_notes=notes, report=report), encoding="utf-8"
-    )
+    text = render_html(result, images, db=str(db), chart_notes=notes, report=report)
+    page.write_text(mask_secrets(text), encoding="utf-8")
     written.append(page)
     return written
 

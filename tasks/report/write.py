@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from sql_tools.output import dumps
+from sql_tools.output import dumps, mask_secrets
 from tasks.agent.ledger import Ledger
 from tasks.agent.models import LedgerEntry
 from tasks.engine.result import Explanation
@@ -34,7 +34,7 @@ def write_report(
     charts = write_report_files(result, folder, run.db, run.ctx, report)  # html, charts
     drawn = {p.name for p in charts if p.parent.name == "charts"}
     links = [(f"charts/{name}", alt) for name, alt in CHARTS.items() if name in drawn]
-    report_md = render(report, links)
+    report_md = mask_secrets(render(report, links))
     (folder / "report.md").write_text(report_md, encoding="utf-8")
     ledger = Ledger()
     ledger.entries = [LedgerEntry.model_validate(e) for e in entries]
@@ -45,4 +45,5 @@ def write_report(
     tmp.replace(folder / "result.json")
     paths = [folder / "result.json", folder / "report.md", folder / "evidence.jsonl", *charts]
     paths_text = [str(p) for p in paths]
-    return {"paths": paths_text, "report_md": report_md, "artifact_md": render(report)}
+    artifact_md = mask_secrets(render(report))
+    return {"paths": paths_text, "report_md": report_md, "artifact_md": artifact_md}

@@ -74,7 +74,8 @@ def recall(
     ][:k]
     segments = [s.get("segment") or {} for s in (result.get("drivers") or [])]
     segments += [s.get("segment") or {} for s in (result.get("root_causes") or [])]
-    dismissed = store.dismissed_findings(q.metric.expression, segments, data=data)
+    metric, segments = masked([q.metric.expression, segments])  # as the store keeps them
+    dismissed = store.dismissed_findings(metric, segments, data=data)
     return similar, [d for d in dismissed if d.get("run_id") != exclude]
 
 
@@ -87,11 +88,11 @@ def record(
     report_md: str,
 ) -> Any:
     """The store's record of a finished investigation, secret-shaped values masked
-    (``output.masked``) as in every other output: the store keeps what the report shows."""
+    (``output.masked``: names, keys and the data's identity too) as in every other output: the
+    store keeps what the report shows."""
     from tasks.store.models import InvestigationRecord
 
-    result, evidence, report_md = masked([result, evidence, report_md])
-    return InvestigationRecord(
+    rec = InvestigationRecord(
         run_id=rid,
         created_at=datetime.now(UTC),
         data_fingerprint=data.fingerprint,
@@ -99,25 +100,27 @@ def record(
         metric=q.metric.expression,
         metric_name=q.metric.name,
         table=q.metric.table,
-        baseline=masked(q.periods.label("baseline")),
-        comparison=masked(q.periods.label("comparison")),
-        question=masked(question_dict(q)),
+        baseline=q.periods.label("baseline"),
+        comparison=q.periods.label("comparison"),
+        question=question_dict(q),
         result=result,
         hypotheses=result.get("hypotheses") or [],
         evidence=evidence,
         findings=result.get("findings") or [],
         report_md=report_md,
     )
+    return InvestigationRecord.model_validate(masked(rec.model_dump()))
 
 
 def _identity(run: Run) -> tuple[Question, DataIdentity, str]:
-    """The question, the identity of the data it reads and the run id of (data, question)."""
+    """The question, the identity of the data it reads (masked as the store keeps it, so a
+    stored identity compares equal) and the run id of (data, question)."""
     from tasks.store.models import DataIdentity
 
     q = run.question
     data_fp = run.fingerprint
-    data = DataIdentity(table=q.metric.table, fingerprint=data_fp, source=run.source)
-    return q, data, run_id(data_fp, question_dict(q))
+    data = {"table": q.metric.table, "fingerprint": data_fp, "source": run.source}
+    return q, DataIdentity.model_validate(masked(data)), run_id(data_fp, question_dict(q))
 
 
 def recall_history(run: Run, explanation: dict[str, Any]) -> dict[str, Any]:
