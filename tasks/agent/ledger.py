@@ -27,6 +27,7 @@ from sql_tools.output import (
 from sql_tools.words import share_of, share_of_gross
 from tasks.agent.models import LedgerEntry
 from tasks.agent.untrusted import to_json
+from tasks.outdir import file_names, remove_file, write_file
 
 _HYPOTHESIS_ID = re.compile(r"h[0-9]+")
 """How a hypothesis's id is written (its log is ``hypotheses/<id>.log``)."""
@@ -239,18 +240,14 @@ class Ledger:
     def write(self, out: Path, titles: dict[str, str]) -> None:
         """``evidence.jsonl`` and ``hypotheses/<id>.log`` under ``out``; the log of a hypothesis
         this investigation does not have (left by an earlier one in the same folder) is removed,
-        so the folder shows one investigation."""
-        out.mkdir(parents=True, exist_ok=True)
-        tmp = out / "evidence.jsonl.tmp"
-        with tmp.open("w", encoding="utf-8") as f:
-            for e in self.entries:
-                f.write(dumps(e.model_dump(mode="json")) + "\n")
-        tmp.replace(out / "evidence.jsonl")
-        logs = out / "hypotheses"
-        logs.mkdir(exist_ok=True)
-        for stale in logs.glob("h*.log"):
-            if _HYPOTHESIS_ID.fullmatch(stale.stem) and stale.stem not in titles:
-                stale.unlink()
+        so the folder shows one investigation. No file is written through a link
+        (:func:`tasks.outdir.write_file`)."""
+        evidence = "".join(dumps(e.model_dump(mode="json")) + "\n" for e in self.entries)
+        write_file(out, "evidence.jsonl", evidence)
+        for stale in file_names(out, "hypotheses"):
+            hid = stale.removesuffix(".log")
+            if stale.endswith(".log") and _HYPOTHESIS_ID.fullmatch(hid) and hid not in titles:
+                remove_file(out, f"hypotheses/{stale}")
         for hid, title in titles.items():
             lines = [f"hypothesis {hid}: {to_json(title)}", ""]
             for e in self.of(hid):
@@ -265,4 +262,4 @@ class Ledger:
                 if e.numbers:
                     lines.append(f"  numbers:   {to_json(e.numbers)}")
                 lines.append("")
-            (logs / f"{hid}.log").write_text("\n".join(lines), encoding="utf-8")
+            write_file(out, f"hypotheses/{hid}.log", "\n".join(lines))
