@@ -94,7 +94,7 @@ def _take(path: Path, out: str) -> Claim | None:
     _check_path(path, out)
     created: list[Path] = []
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(_MODE, parents=True, exist_ok=True)
         try:
             path.mkdir(_MODE)
             created.append(path)
@@ -146,7 +146,8 @@ def _check_path(path: Path, out: str) -> None:
         shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
         raise OutFolderError(
             f"the output folder {out} holds files the product did not write ({shown}); give a "
-            "new or empty folder with --out"
+            f"new or empty folder with --out (a folder of an earlier version without the "
+            f"{MARKER} file: add that file to write into it again)"
         )
 
 
