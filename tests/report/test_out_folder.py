@@ -32,16 +32,20 @@ PRECIOUS = b"the user's own bytes\n"
 WEEKS = ["--baseline", "2024-03-18:2024-03-24", "--comparison", "2024-03-25:2024-03-31"]
 
 
-@pytest.fixture(scope="module")
-def events(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Three weeks of two platforms' revenue, web falling in the last one."""
+def write_events(folder: Path) -> Path:
+    """Three weeks of two platforms' revenue, web falling in the last one: ``events.csv``."""
     lines = ["date,platform,revenue"]
     for i in range(21):
         day = date(2024, 3, 11) + timedelta(days=i)
         lines += [f"{day},ios,{90 + i % 4}", f"{day},web,{120 + i % 3 - (30 if i >= 14 else 0)}"]
-    path = tmp_path_factory.mktemp("out-folder") / "events.csv"
+    path = folder / "events.csv"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
+
+
+@pytest.fixture(scope="module")
+def events(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_events(tmp_path_factory.mktemp("out-folder"))
 
 
 def run(events: Path, out: Path) -> dict:
@@ -205,7 +209,8 @@ def test_someone_elses_folder_is_refused_and_their_files_kept(events, tmp_path):
     assert "data.duckdb, report.md" in line and "give a new or empty folder" in line, line
     assert snapshot(home) == before and not (home / MARKER).exists()
     con = duckdb.connect(str(home / "data.duckdb"), read_only=True)
-    schemas = {r[0] for r in con.sql("SELECT schema_name FROM information_schema.schemata").fetchall()}
+    rows = con.sql("SELECT schema_name FROM information_schema.schemata").fetchall()
+    schemas = {r[0] for r in rows}
     con.close()
     assert "_drilldown" not in schemas
 

@@ -18,13 +18,16 @@ import duckdb
 import pytest
 
 from tasks.outdir import MARKER
-from tests.report.test_out_folder import WEEKS, cli, events, refused_line
+from tests.report.test_out_folder import WEEKS, cli, refused_line, write_events
 from tests.support.cli import ROOT
 
 # Slow end to end (whole investigations in subprocesses): left to `make test-slow`, which CI runs.
 pytestmark = pytest.mark.slow
 
-__all__ = ["events"]  # the fixture, shared with the fast module
+
+@pytest.fixture(scope="module")
+def events(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_events(tmp_path_factory.mktemp("out-folder-runs"))
 
 # The command line, with the output folder held until the file GO exists: the run has taken
 # its folder (HELD is written) and waits there, so that another run meets it holding the folder.
