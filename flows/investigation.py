@@ -29,6 +29,7 @@ from flows import step_functions as steps
 from sql_tools._errors import ToolInputError
 from sql_tools._postgres import is_postgres_url
 from sql_tools.output import printable, secrets_note
+from tasks import outdir
 from tasks.ingest import storage
 from tasks.run import Progress, Run, check_question_text
 
@@ -84,8 +85,8 @@ def investigation(
     offline = req.offline or (client is None and not os.environ.get("ANTHROPIC_API_KEY"))
     source = _source_name(req.source)
     check_question_text(req.question())  # a question no data can answer loads nothing
-    _check_out(req.out)
-    made = _not_there_yet(req)
+    taken = outdir.claim(req.out)  # this run's alone; refused: not the product's, or a link
+    made = [*taken.created, *_not_there_yet(req)]
     written: dict[str, Any] | None = None
     try:
         db, tables = _load(req.data, req.db, req.out, req.load_options)
@@ -107,6 +108,8 @@ def investigation(
         if written is None:  # refused or failed before its report: it leaves nothing behind
             _remove(made)
         raise
+    finally:
+        taken.release()  # after any clean-up: never under another run
     assert written is not None
     return {
         "out": req.out,
@@ -150,23 +153,10 @@ def _investigate(
     return result, entries
 
 
-def _check_out(out: str) -> None:
-    """``out`` must be a folder, or a path a folder can be made at: a file there, or a file
-    where one of its parent folders would be, is the caller's mistake, refused before anything
-    is loaded."""
-    path = Path(out)
-    for at in (path, *path.parents):
-        if at.exists():
-            if not at.is_dir():
-                where = "" if at == path else f": {at} is a file"
-                raise ToolInputError(f"the output folder {out} is not a folder{where}")
-            return
-
-
 def _not_there_yet(req: Request) -> list[Path]:
-    """The paths an investigation of local files may create that do not exist yet: its
-    ``out`` folder, the database it loads into (in ``out`` or wherever ``--db`` puts it) and
-    that database's write-ahead log, and its uploads."""
+    """The paths an investigation of local files may create that do not exist yet, once it
+    holds its ``out`` folder: the database it loads into (in ``out`` or wherever ``--db`` puts
+    it) and that database's write-ahead log, and its uploads."""
     if any(is_postgres_url(d) for d in req.data):
         return []
     out = Path(req.out)

@@ -19,13 +19,16 @@ Prefect server has it, so that the workers of its pool share a long list (on sev
 when they see ``OUT`` at the same path and share a result storage), and as in-process subflows
 otherwise; at most ``concurrency`` at once. A markdown artifact ``weekly-review`` lists every
 metric, moved, not moved or failed, with a link to its flow run.
+
+``OUT`` is held by the review for as long as it runs, and taken as ``investigate`` takes its
+folder (:mod:`tasks.outdir`): a folder of someone else's files, or holding a link, is refused,
+and every file is written without following a link.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any
@@ -41,6 +44,7 @@ from flows.review_metric import Latest, Thresholds, latest_date
 from sql_tools._errors import one_line
 from sql_tools.output import masked
 from tasks.ingest.storage import local_paths, storage_url
+from tasks.outdir import claim, write_file
 from tasks.run import data_hash
 
 STATE_FILE = "weekly-review-state.json"
@@ -121,6 +125,26 @@ def weekly_review(
     failures" stays green everywhere, and a broken metric would go unnoticed week after week.
     The metrics that did complete keep their results, rows and links either way.
     """
+    with claim(out):  # this review's alone; refused: not the product's, or holding a link
+        return _review(
+            metrics_file, as_of, period_days, out, offline, remember, force, concurrency,
+            metric_deployment, metric_timeout,
+        )  # fmt: skip
+
+
+def _review(
+    metrics_file: str,
+    as_of: date | None,
+    period_days: int | None,
+    out: str,
+    offline: bool,
+    remember: bool,
+    force: bool,
+    concurrency: int,
+    metric_deployment: str | None,
+    metric_timeout: float,
+) -> dict[str, Any] | State[Any]:
+    """The review of :func:`weekly_review`, in the output folder it holds."""
     from prefect.logging import get_run_logger
 
     review = read_review(metrics_file, out, period_days)
@@ -195,9 +219,7 @@ def read_review(
     digest = hashlib.sha256(
         (text + json.dumps(config.model_dump(), sort_keys=True)).encode()
     ).hexdigest()
-    only = Path(out) / "metrics" / f"{digest[:16]}.yaml"
-    only.parent.mkdir(parents=True, exist_ok=True)
-    only.write_text(text, encoding="utf-8")
+    only = write_file(out, f"metrics/{digest[:16]}.yaml", text)
     try:
         defs = load_metrics(only)
     except ToolInputError as exc:
@@ -297,11 +319,9 @@ def already_reviewed(state: dict[str, Any], week: str, data_hash: str, digest: s
 
 
 def write_state(out: str | Path, state: dict[str, Any]) -> None:
-    """Replace the state file atomically (secret-shaped names masked, as in every output)."""
-    path = Path(out) / STATE_FILE
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(masked(state), indent=2, sort_keys=True), encoding="utf-8")
-    os.replace(tmp, path)
+    """Replace the state file atomically, no link followed (secret-shaped names masked, as in
+    every output)."""
+    write_file(out, STATE_FILE, json.dumps(masked(state), indent=2, sort_keys=True))
 
 
 # --------------------------------------------------------------------------------------------

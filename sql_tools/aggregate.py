@@ -22,7 +22,6 @@ from sql_tools._sql import (
     StrictModel,
     ToolResult,
     check_limit,
-    ident,
     measure_expr,
     measure_label,
     non_finite_notes,

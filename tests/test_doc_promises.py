@@ -224,7 +224,7 @@ def late_value(tmp_path: Path) -> None:
         t = Load(tmp_path, typ)
         out = t.ok(t.write("l.csv", f"v\n{rows}{late}\n"))
         assert t.types("l")["v"] == typ
-        assert t.query(f"SELECT v FROM l WHERE v > 29999 ORDER BY v DESC LIMIT 1") == [
+        assert t.query("SELECT v FROM l WHERE v > 29999 ORDER BY v DESC LIMIT 1") == [
             (float(late) if typ == "DOUBLE" else int(late),)
         ]
         warned(out, "20,480", "column v")

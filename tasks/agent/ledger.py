@@ -28,6 +28,7 @@ from sql_tools.output import (
 from sql_tools.words import share_of, share_of_gross
 from tasks.agent.models import LedgerEntry
 from tasks.agent.untrusted import to_json
+from tasks.outdir import file_names, remove_file, write_file
 
 _HYPOTHESIS_ID = re.compile(r"h[0-9]+")
 """How a hypothesis's id is written (its log is ``hypotheses/<id>.log``)."""
@@ -175,7 +176,7 @@ def _share(payload: dict[str, Any], changes: Quantity) -> str:
     """The largest move's part of the result's net change (see the docstring of
     :func:`summarize`); empty when the net change is none."""
     rows = payload["rows"]
-    delta, share = rows[0].get("delta"), rows[0].get("share_of_delta")
+    delta = rows[0].get("delta")
     total = payload.get("total") if isinstance(payload.get("total"), dict) else {}
     net = total.get("delta")
     if not finite(net) and finite(total.get("baseline")) and finite(total.get("comparison")):
@@ -258,18 +259,14 @@ class Ledger:
     def write(self, out: Path, titles: dict[str, str]) -> None:
         """``evidence.jsonl`` and ``hypotheses/<id>.log`` under ``out``; the log of a hypothesis
         this investigation does not have (left by an earlier one in the same folder) is removed,
-        so the folder shows one investigation."""
-        out.mkdir(parents=True, exist_ok=True)
-        tmp = out / "evidence.jsonl.tmp"
-        with tmp.open("w", encoding="utf-8") as f:
-            for e in self.entries:
-                f.write(dumps(e.model_dump(mode="json")) + "\n")
-        tmp.replace(out / "evidence.jsonl")
-        logs = out / "hypotheses"
-        logs.mkdir(exist_ok=True)
-        for stale in logs.glob("h*.log"):
-            if _HYPOTHESIS_ID.fullmatch(stale.stem) and stale.stem not in titles:
-                stale.unlink()
+        so the folder shows one investigation. No file is written through a link
+        (:func:`tasks.outdir.write_file`)."""
+        evidence = "".join(dumps(e.model_dump(mode="json")) + "\n" for e in self.entries)
+        write_file(out, "evidence.jsonl", evidence)
+        for stale in file_names(out, "hypotheses"):
+            hid = stale.removesuffix(".log")
+            if stale.endswith(".log") and _HYPOTHESIS_ID.fullmatch(hid) and hid not in titles:
+                remove_file(out, f"hypotheses/{stale}")
         for hid, title in titles.items():
             lines = [f"hypothesis {hid}: {to_json(title)}", ""]
             for e in self.of(hid):
@@ -284,4 +281,4 @@ class Ledger:
                 if e.numbers:
                     lines.append(f"  numbers:   {to_json(e.numbers)}")
                 lines.append("")
-            (logs / f"{hid}.log").write_text(mask_secrets("\n".join(lines)), encoding="utf-8")
+            write_file(out, f"hypotheses/{hid}.log", mask_secrets("\n".join(lines)))

@@ -464,7 +464,6 @@ def _missing_data(
     if paired:
         on = f"the {series.unit} pairs with rows in both periods"
     noise = "" if p is None else f" (p = {p:.2g})"
-    share = part / delta if delta else math.nan
     if not explained:
         if notes is not None:
             alike = f"if every {series.unit} counted alike" if totals is not None else f"on {on}"

@@ -35,7 +35,7 @@ from typing import Any
 
 from sql_tools._context import Limits, ToolContext
 from sql_tools._postgres import ROW_HASH_SUM, PostgresContext, is_postgres_url
-from sql_tools.catalog import Catalog, ColumnProfile, Scalar, TableProfile, jsonable, kind_of
+from sql_tools.catalog import Catalog, ColumnProfile, TableProfile, jsonable, kind_of
 from tasks.ingest.profile import (
     EXACT_DISTINCT_MAX_ROWS,
     KeyFacts,

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
+from tasks.outdir import write_file
+
 SCHEME = "supabase://"
 PAGE = 1000
 MAX_FILES = 10_000
@@ -310,7 +312,7 @@ def download_uploads(
 
     paths = []
     for remote in remote_files:
-        target = root.joinpath(*_local_name(remote, loc).parts)
+        name = _local_name(remote, loc)
         try:
             data = with_retries(
                 lambda r=remote: bucket.download(r.key), f"downloading {remote.key!r}", **retry
@@ -318,9 +320,5 @@ def download_uploads(
         except StorageApiError as e:
             raise StorageError(f"downloading {remote.key!r} failed: {_describe(e)}") from None
         _verify(remote, data)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_name(target.name + ".part")
-        partial.write_bytes(data)
-        os.replace(partial, target)
-        paths.append(target)
+        paths.append(write_file(root, name, data))  # no link followed, whole or not at all
     return paths

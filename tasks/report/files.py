@@ -23,6 +23,7 @@ from sql_tools._context import ToolContext
 from sql_tools._errors import SqlToolError
 from sql_tools.output import mask_secrets, printable_line
 from tasks.engine.result import Explanation
+from tasks.outdir import remove_file, write_file
 from tasks.report.charts import (
     TIMESERIES,
     WATERFALL,
@@ -56,10 +57,9 @@ def write_report_files(
     numbers are read on ``ctx`` when given, else on a read-only context of its own).
 
     Pieces that cannot be drawn are left out: no waterfall without both period values, no
-    per-day chart for period-label questions or when the database cannot be read.
+    per-day chart for period-label questions or when the database cannot be read. Nothing is
+    written through a link (:func:`tasks.outdir.write_file`).
     """
-    charts_dir = out / "charts"
-    charts_dir.mkdir(parents=True, exist_ok=True)
     images: dict[str, bytes] = {}
     notes: list[str] = []
     png = waterfall_png(result)
@@ -76,15 +76,11 @@ def write_report_files(
     written: list[Path] = []
     for name in CHARTS:  # a chart not drawn now is not left from an earlier investigation
         if name not in images:
-            (charts_dir / name).unlink(missing_ok=True)
+            remove_file(out, f"charts/{name}")
     for name, data in images.items():
-        path = charts_dir / name
-        path.write_bytes(data)
-        written.append(path)
-    page = out / "report.html"
-    text = render_html(result, images, db=str(db), chart_notes=notes, report=report)
-    page.write_text(mask_secrets(text), encoding="utf-8")
-    written.append(page)
+        written.append(write_file(out, f"charts/{name}", data))
+    page = render_html(result, images, db=str(db), chart_notes=notes, report=report)
+    written.append(write_file(out, "report.html", mask_secrets(page)))
     return written
 
 
