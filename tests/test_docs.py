@@ -286,3 +286,17 @@ def test_every_link_lands(doc: Path):
         if not dest.exists() or (anchor and anchor not in _anchors(dest)):
             broken.append(target)
     assert not broken, f"{doc.name}: {broken}"
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
+def test_every_test_a_doc_names_exists(doc: Path):
+    """A defence "held by" a test names one that is there: ``tests/x.py::name``, or
+    ``::name`` for another test of the file named last."""
+    text, module, missing = doc.read_text(encoding="utf-8"), None, []
+    for m in re.finditer(r"`(tests/[\w/]+\.py)?::(\w+)", text):
+        module = m.group(1) or module
+        assert module, f"{doc.name}: ::{m.group(2)} follows no test file"
+        source = (ROOT / module).read_text(encoding="utf-8")
+        if not re.search(rf"^\s*(?:async )?def {m.group(2)}\(", source, re.M):
+            missing.append(f"{module}::{m.group(2)}")
+    assert not missing, f"{doc.name} names tests that are not there: {missing}"
