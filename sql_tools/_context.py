@@ -96,18 +96,26 @@ class Schema:
     tables: dict[str, list[Column]]
     catalog: Catalog
     row_counts: dict[str, int] = field(default_factory=dict)
-    #: relation name -> why it is not offered (a view that reads beyond the file's tables)
+    #: relation name -> why it is not offered (a view that reads beyond the file's tables, a
+    #: relation the database fails to read)
     left_out: dict[str, str] = field(default_factory=dict)
+    #: relation name -> what it is called in its note, when not "view"
+    left_out_kinds: dict[str, str] = field(default_factory=dict)
 
     @property
     def notes(self) -> list[str]:
         """One line per relation left out, naming it and why."""
-        return [left_out_note(name, why) for name, why in sorted(self.left_out.items())]
+        return [
+            left_out_note(name, why, self.left_out_kinds.get(name, "view"))
+            for name, why in sorted(self.left_out.items())
+        ]
 
-    def leave_out(self, name: str, reason: str) -> None:
+    def leave_out(self, name: str, reason: str, kind: str = "view") -> None:
         """Offer ``name`` no more: it is gone from the tables and named in :attr:`notes`."""
         self.tables.pop(name, None)
         self.left_out[name] = reason
+        if kind != "view":
+            self.left_out_kinds[name] = kind
 
     @property
     def table_names(self) -> list[str]:
@@ -122,6 +130,13 @@ class Schema:
             folded = [t for t in self.tables if t.lower() == name.lower()]
             if len(folded) == 1:
                 return folded[0]
+            if name in self.left_out:
+                raise ToolInputError(
+                    f"table {_show(name)} cannot be used: {self.left_out[name]}",
+                    code="unknown_table",
+                    valid_values=self.table_names,
+                    field="table",
+                )
         raise ToolInputError(
             f"unknown table {_show(name)}",
             code="unknown_table",

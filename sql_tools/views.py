@@ -203,8 +203,8 @@ def _tokens(sql: str) -> Iterator[tuple[int, int, Any]]:
         yield start, len(sql[start:end].rstrip()) + start, kind
 
 
-def left_out_note(name: str, reason: str) -> str:
-    """The one line that names a relation left out and why."""
+def left_out_note(name: str, reason: str, kind: str = "view") -> str:
+    """The one line that names a relation left out (a ``kind``: view, relation) and why."""
     from sql_tools.output import printable_line
 
-    return printable_line(f"view {name!r} left out: {reason}", 300)
+    return printable_line(f"{kind} {name!r} left out: {reason}", 300)

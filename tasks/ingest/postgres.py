@@ -34,6 +34,7 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 from sql_tools._context import Limits, ToolContext
+from sql_tools._errors import SqlToolError
 from sql_tools._postgres import ROW_HASH_SUM, PostgresContext, is_postgres_url
 from sql_tools.catalog import Catalog, ColumnProfile, TableProfile, jsonable, kind_of
 from tasks.ingest.profile import (
@@ -66,6 +67,10 @@ more read of both its tables), so opening data never holds more than that per co
 KEY_TEXT_MAX_BYTES = 64 * 2**20
 """Most bytes of text values brought back per join-key column: long values would otherwise
 reach the size of array Postgres allows (1 GB) well below ``KEY_VALUES_MAX`` values."""
+UNREADABLE = frozenset({"query_failed", "type_mismatch"})
+"""Codes of a relation the database fails to read (a view dividing by zero, calling a function
+the reader may not run, casting a value that does not fit): it is left out and named in a note,
+and the other tables are investigated."""
 KEY_TYPES = ("smallint", "integer", "bigint", "text", "character varying", "date")
 """Postgres types whose ``=`` is the equality of the values psycopg returns (for text, under a
 deterministic collation): ``character`` ignores trailing spaces, ``citext`` case and a
@@ -104,9 +109,15 @@ def profile_postgres(
     profiles: dict[str, TableProfile] = {}
     known: dict[tuple[str, str], KeyFacts] = {}
     for t in ctx.schema.table_names:
-        profiles[t], facts = _measure_table(
-            ctx, t, keyed.get(t, set()), exact_distinct_max_rows=exact_distinct_max_rows
-        )
+        try:
+            profiles[t], facts = _measure_table(
+                ctx, t, keyed.get(t, set()), exact_distinct_max_rows=exact_distinct_max_rows
+            )
+        except SqlToolError as exc:
+            if exc.code not in UNREADABLE:
+                raise  # a time or resource limit, a lost connection: the source's, not the table's
+            ctx.schema.leave_out(t, f"reading it fails in the database ({exc.code})", "relation")
+            continue
         known |= {(t, c): f for c, f in facts.items()}
     keys = detect_join_keys(_Connection(ctx), profiles, schema=ctx.source.schema, known=known)
     return Catalog(profiles=profiles, join_keys=keys)
