@@ -16,7 +16,6 @@ the run's one read-only connection), handed from step to step and closed at the 
 from __future__ import annotations
 
 import concurrent.futures as cf
-import errno
 import os
 import sys
 from collections.abc import Callable
@@ -103,8 +102,7 @@ def investigation(
             saved = None
             if req.remember:  # raises when the save does not land: the report stays written
                 saved = _call(steps.remember, run, result, entries, written["report_md"])
-    except BaseException as exc:
-        _name_the_folder(exc, req.out)
+    except BaseException:
         if written is None:  # refused or failed before its report: it leaves nothing behind
             _remove(made)
         raise
@@ -163,17 +161,6 @@ def _not_there_yet(req: Request) -> list[Path]:
     target = Path(req.db) if req.db else out / "data.duckdb"
     paths = [out, target, target.with_name(target.name + ".wal"), out / "uploads"]
     return [p for p in paths if not p.exists() and not p.is_symlink()]
-
-
-_WRITE_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EIO}
-
-
-def _name_the_folder(exc: BaseException, out: str) -> None:
-    """A write that failed without naming its file (a full disk, a file-size limit, a
-    read-only mount met by ``write()`` on an open file) is one of the output folder's: the error
-    names the folder. The memory store names its own file (:mod:`tasks.store.file_errors`)."""
-    if isinstance(exc, OSError) and not exc.filename and exc.errno in _WRITE_ERRNOS:
-        exc.filename = out
 
 
 def _remove(paths: list[Path]) -> None:
