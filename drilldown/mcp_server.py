@@ -190,14 +190,20 @@ async def _screen(read_stream: Any, forward: Any, write_stream: Any, tap: _Tap) 
                 await write_stream.send(SessionMessage(_Raw(reply)))  # type: ignore[arg-type]
 
 
-def _has_id(line: str) -> bool:
-    """Whether the message on ``line`` is an object with an ``id`` member."""
+def _message(line: str, **parse: Any) -> dict[str, Any] | None:
+    """The top level of the JSON object on ``line`` (``parse``: :func:`json.loads`'s options),
+    or None when it is not one."""
     top, _ = shallow(line, 1)
     try:
-        message = json.loads(top) if top else None
+        message = json.loads(top, **parse) if top else None
     except ValueError:
-        return False
-    return isinstance(message, dict) and "id" in message
+        return None
+    return message if isinstance(message, dict) else None
+
+
+def _has_id(line: str) -> bool:
+    """Whether the message on ``line`` is an object with an ``id`` member."""
+    return "id" in (_message(line) or {})
 
 
 class _Number(str):
@@ -207,12 +213,7 @@ class _Number(str):
 def request_id(line: str) -> str:
     """The JSON text of the id of the message on ``line``: a string, number or boolean as it
     came; ``null`` when there is none to read (not JSON, not an object, an id of another type)."""
-    top, _ = shallow(line, 1)
-    try:
-        message = json.loads(top, parse_float=_Number, parse_int=_Number) if top else None
-    except ValueError:
-        return "null"
-    rid = message.get("id") if isinstance(message, dict) else None
+    rid = (_message(line, parse_float=_Number, parse_int=_Number) or {}).get("id")
     if isinstance(rid, _Number):
         return str(rid)
     if isinstance(rid, str | bool):
