@@ -23,7 +23,6 @@ class RecordRejected(StoreError, ValueError):
     """The database refused a value of the record; nothing of it was stored."""
 
 
-
 class StoreFileError(StoreError):
     """The store's file cannot be used; the message names the file and the fix."""
 
