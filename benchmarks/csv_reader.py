@@ -53,7 +53,7 @@ import duckdb
 
 from benchmarks._machine import machine_facts, machine_line
 from benchmarks.scale import ensure_data, parse_rows, rows_label
-from sql_tools._errors import LoadError
+from sql_tools import LoadError
 from tasks.ingest._csv import scan_csv
 from tasks.ingest._sniff import detect_delimiter, detect_encoding, encoding_label
 from tasks.ingest.load import LoadOptions, load_files

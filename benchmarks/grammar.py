@@ -41,10 +41,7 @@ import sqlglot.expressions as exp
 from sqlglot.errors import ParseError, TokenError
 
 from benchmarks._machine import REPO, machine_facts, machine_line
-from sql_tools import ToolContext
-from sql_tools._context import Schema
-from sql_tools._errors import ToolInputError, one_line, short
-from sql_tools._sql import Filter, FilterOp
+from sql_tools import Filter, FilterOp, Schema, ToolContext, ToolInputError, one_line, short
 from tasks.engine.parse import (
     _AGG_HINT,
     _OPS_HINT,

@@ -504,14 +504,14 @@ def plain_group_by(url: str) -> dict[str, Any]:
     rows, every group fetched, as the same read-only role. The product is measured against it."""
     import psycopg
 
-    from sql_tools._postgres import parse_postgres_url
+    from sql_tools import parse_postgres_url
 
     dims = [f'e."{d}"' for d in DIMS] + [f'u."{d}"' for d in USER_DIMS]
     text = (
-        f"SELECT {', '.join(dims)}, e.\"date\", sum(e.revenue), count(*) "
+        f'SELECT {", ".join(dims)}, e."date", sum(e.revenue), count(*) '
         'FROM events e LEFT JOIN users u ON e."user_id" = u."user_id" '
         f"WHERE e.\"date\" BETWEEN '{BASELINE[0]}' AND '{COMPARISON[1]}' "
-        f"GROUP BY {', '.join(dims)}, e.\"date\""
+        f'GROUP BY {", ".join(dims)}, e."date"'
     )
     try:
         with psycopg.connect(**parse_postgres_url(url).conninfo) as con:
@@ -607,7 +607,7 @@ def child_api(
     data: Path, work: Path, out: Path, query_timeout: float | None = None
 ) -> dict[str, Any]:
     """Load, then explain; writes ``out`` after the load too, so a failed explain keeps it."""
-    from sql_tools._context import Limits, ToolContext
+    from sql_tools import Limits, ToolContext
     from tasks.engine.explain import explain_change
     from tasks.engine.spec import Aggregate, DateRange, Metric, Periods, Question
     from tasks.ingest.load import load_files

@@ -127,7 +127,7 @@ def load(
     as_json: Annotated[bool, typer.Option("--json", help="Print the load report as JSON.")] = False,
 ) -> None:
     """Load files into a DuckDB file, one table per file, strictly (all rows or an error)."""
-    from sql_tools._errors import SqlToolError
+    from sql_tools import SqlToolError
     from tasks.ingest.load import load_files
 
     options = load_options(max_rows, max_bytes, encoding, delimiter, decimal_comma, date_format)
@@ -168,8 +168,7 @@ def tool(
     timeout: Annotated[float | None, typer.Option(help="Per-query time limit in seconds.")] = None,
 ) -> None:
     """Run one SQL tool and print its JSON result."""
-    from sql_tools import Limits, SqlToolError, ToolInputError
-    from sql_tools._context import limit_address_space
+    from sql_tools import Limits, SqlToolError, ToolInputError, limit_address_space
     from tasks.client_names import resolve_text
     from tasks.ingest.postgres import open_context
     from tasks.tools import call
@@ -207,8 +206,8 @@ def tools(
 ) -> None:
     """List the SQL tools (or print their definitions as given to Claude)."""
     from sql_tools import SqlToolError
-    from tasks.ingest.postgres import open_context
     from tasks.client_names import definitions
+    from tasks.ingest.postgres import open_context
     from tasks.tools import TOOLS, anthropic_tools
 
     if not as_json:
@@ -266,7 +265,7 @@ def _investigate(
     """Run an investigation (the ``investigate`` flow through Prefect when asked or when a
     Prefect API is configured, else in-process without Prefect) and print its answer."""
 
-    from sql_tools._errors import SqlToolError
+    from sql_tools import SqlToolError
     from tasks.store import StoreError
 
     if not offline and not os.environ.get("ANTHROPIC_API_KEY"):
@@ -369,7 +368,7 @@ def _investigate(
 def _password_apart(location: str) -> str:
     """A ``postgresql://`` URL without its password, which goes to ``PGPASSWORD`` (where libpq
     reads it) in this process instead; any other location unchanged."""
-    from sql_tools._postgres import is_postgres_url, parse_postgres_url, without_password
+    from sql_tools import is_postgres_url, parse_postgres_url, without_password
 
     if not is_postgres_url(location):
         return location
@@ -511,7 +510,7 @@ def postgres_role(
 ) -> None:
     """Print the SQL that creates a role which may only read the tables: the only kind of role
     `drilldown investigate postgresql://...` connects as."""
-    from sql_tools._postgres import role_statements
+    from sql_tools import role_statements
 
     typer.echo(role_statements(role, schema, table or None))
 

@@ -29,8 +29,7 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-from sql_tools._context import Limits, ToolContext, limit_address_space
-from sql_tools._errors import one_line
+from sql_tools import Limits, ToolContext, limit_address_space, one_line
 from sql_tools.output import dumps, json_safe, shallow
 from tasks.agent.names import Names
 from tasks.client_names import NAMES_NOTE, answer, client_names, definitions, resolve

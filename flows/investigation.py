@@ -25,8 +25,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from flows import step_functions as steps
-from sql_tools._errors import ToolInputError
-from sql_tools._postgres import is_postgres_url
+from sql_tools import ToolInputError, is_postgres_url
 from sql_tools.output import printable, secrets_note
 from tasks import outdir
 from tasks.ingest import storage

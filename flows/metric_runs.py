@@ -27,7 +27,7 @@ from uuid import UUID, uuid4
 from prefect.states import State
 
 from flows.review_metric import failure_reason, review_metric
-from sql_tools._errors import one_line
+from sql_tools import one_line
 
 METRIC_DEPLOYMENT = "review-metric/default"
 POLL_SECONDS = 2.0
@@ -180,7 +180,11 @@ def _through_deployment(
 
     with _STARTING:
         run = run_deployment(
-            deployment, parameters=parameters, flow_run_name=metric, timeout=0, as_subflow=True,
+            deployment,
+            parameters=parameters,
+            flow_run_name=metric,
+            timeout=0,
+            as_subflow=True,
             idempotency_key=_request_key(metric),
         )
     deadline = time.monotonic() + timeout

@@ -41,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from flows import steps
 from flows.metric_runs import METRIC_DEPLOYMENT, child_deployment, review_metrics
 from flows.review_metric import Latest, Thresholds, latest_date
-from sql_tools._errors import one_line
+from sql_tools import one_line
 from sql_tools.output import masked
 from tasks.ingest.storage import local_paths, storage_url
 from tasks.outdir import claim, write_file
@@ -194,7 +194,7 @@ def read_review(
     Raises:
         ValueError: A missing or malformed file, section or key (one line, naming the file).
     """
-    from sql_tools._errors import ToolInputError
+    from sql_tools import ToolInputError
     from tasks.engine.parse import load_metrics
 
     path = Path(metrics_file)

@@ -21,7 +21,7 @@ import json
 import re
 from typing import Any
 
-from sql_tools._context import Schema, ToolContext
+from sql_tools import Schema, ToolContext
 from tasks.agent.names import Names
 from tasks.agent.untrusted import data_block
 from tasks.tools import anthropic_tools, spec_for

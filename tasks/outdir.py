@@ -33,7 +33,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path, PurePath
 
-from sql_tools._errors import ToolInputError
+from sql_tools import ToolInputError
 
 MARKER = ".drilldown-out"
 """The file that says a folder is the product's output folder; also the run's lock."""
@@ -177,8 +177,9 @@ def _open_marker(root: int, path: Path, out: str) -> int:
 def _same(root: int, lock: int, path: Path) -> bool:
     """Whether the locked marker is still the marker of the folder at ``path``."""
     try:
-        here, marker = os.stat(path, follow_symlinks=False), os.stat(
-            MARKER, dir_fd=root, follow_symlinks=False
+        here, marker = (
+            os.stat(path, follow_symlinks=False),
+            os.stat(MARKER, dir_fd=root, follow_symlinks=False),
         )
     except FileNotFoundError:
         return False
@@ -322,8 +323,6 @@ def _open_dirs(folder: Path, parts: list[str] | tuple[str, ...], *, make: bool) 
 def _dir_error(exc: OSError, where: Path) -> Exception:
     if exc.errno in (errno.ELOOP, errno.ENOTDIR):  # ENOTDIR: O_DIRECTORY is checked first
         if exc.errno == errno.ELOOP or where.is_symlink():
-            return OutFolderError(
-                f"{where} is a link: the product writes no output through a link"
-            )
+            return OutFolderError(f"{where} is a link: the product writes no output through a link")
         return OutFolderError(f"{where} is not a folder")
     return OSError(exc.errno, exc.strerror, str(where))

@@ -22,8 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sql_tools._context import ToolContext
-from sql_tools._postgres import PostgresContext, is_postgres_url, parse_postgres_url
+from sql_tools import PostgresContext, ToolContext, is_postgres_url, parse_postgres_url
 from tasks.engine.spec import Question
 from tasks.ingest.postgres import open_context
 

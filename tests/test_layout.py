@@ -152,3 +152,23 @@ def test_the_contract_sees_imports_inside_functions() -> None:
     [flow] = g.get_import_details(importer="drilldown.cli", imported="flows.investigate")
     assert flow["line_contents"].startswith("from flows.investigate import investigate")
     assert "prefect" not in g.find_modules_directly_imported_by("drilldown.cli")
+
+
+@cache
+def whole_graph() -> grimp.ImportGraph:
+    """Every import, those under ``TYPE_CHECKING`` too."""
+    return grimp.build_graph(*PACKAGES, include_external_packages=True, cache_dir=None)
+
+
+def test_upper_layers_import_the_public_sql_tools() -> None:
+    """Above ``sql_tools`` nothing imports one of its ``_`` modules: the package's ``__init__``
+    is its surface (``TYPE_CHECKING`` imports included)."""
+    g = whole_graph()
+    inside = _modules("sql_tools")
+    private = {m for m in inside if m.rsplit(".", 1)[-1].startswith("_")}
+    broken = [
+        f"{module} imports {imported}"
+        for module in sorted({m for p in PACKAGES for m in _modules(p)} - inside)
+        for imported in sorted(g.find_modules_directly_imported_by(module) & private)
+    ]
+    assert not broken, "\n".join(broken)

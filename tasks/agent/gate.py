@@ -27,9 +27,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from sql_tools._context import ToolContext
-from sql_tools._errors import SqlToolError, ToolInputError, short
-from sql_tools._sql import MAX_SEGMENT_COLUMNS, StrictModel
+from sql_tools import (
+    MAX_SEGMENT_COLUMNS,
+    SqlToolError,
+    StrictModel,
+    ToolContext,
+    ToolInputError,
+    short,
+)
 from tasks import tools as registry
 from tasks.agent.ledger import Ledger, capped, same_result
 from tasks.agent.models import Category, Finding

@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field, ValidationError
 
 from prompts import render
-from sql_tools._context import ToolContext
-from sql_tools._sql import MAX_SEGMENT_COLUMNS
+from sql_tools import MAX_SEGMENT_COLUMNS, ToolContext
 from sql_tools.registry import model_schema
 from tasks.agent.config import AgentConfig
 from tasks.agent.loop import _api_error, _usage

@@ -29,9 +29,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from sql_tools._context import Column, Schema
-from sql_tools._errors import ToolInputError, short
-from sql_tools._sql import Agg
+from sql_tools import Agg, Column, Schema, ToolInputError, short
 from tasks.engine.tool import ExplainChangeInput
 
 AGGS = sorted(Agg.__args__, key=len, reverse=True)  # count_distinct before count
@@ -135,9 +133,7 @@ class Names:
                 return f"{agg}_{self._real['column'][rest]}"
         return value
 
-    def to_real(
-        self, model: type[BaseModel] | None, arguments: Any, *, strict: bool = True
-    ) -> Any:
+    def to_real(self, model: type[BaseModel] | None, arguments: Any, *, strict: bool = True) -> Any:
         """A call's arguments with handles replaced by names, for a tool whose input model is
         ``model`` (None: as they are). Raises ``ToolInputError`` for a handle that names
         nothing (when ``strict``)."""
@@ -231,8 +227,7 @@ class Names:
             if isinstance(value, str):
                 return self.handle("output", value)
             return [
-                self.handle("output", v) if isinstance(v, str) else self.structure(v)
-                for v in value
+                self.handle("output", v) if isinstance(v, str) else self.structure(v) for v in value
             ]
         return self.structure(value)
 

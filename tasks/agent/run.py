@@ -15,8 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from prompts import render
-from sql_tools._context import ToolContext
-from sql_tools._errors import one_line
+from sql_tools import ToolContext, one_line
 from sql_tools.output import Figures
 from tasks.agent.config import AgentConfig
 from tasks.agent.gate import Gate

@@ -13,8 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from sql_tools._context import ToolContext
-from sql_tools._errors import SqlToolError, ToolInputError
+from sql_tools import SqlToolError, ToolContext, ToolInputError
 from sql_tools.registry import model_schema, validation_error
 from tasks import tools as registry
 from tasks.agent.gate import ConcludeInput, Gate, WriteFindingInput

@@ -13,7 +13,7 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
-from sql_tools._errors import one_line
+from sql_tools import one_line
 from sql_tools.output import dumps, printable_line
 
 

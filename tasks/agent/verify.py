@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sql_tools._errors import SqlToolError
+from sql_tools import SqlToolError
 from tasks.agent.ledger import same_value
 from tasks.engine import cube as cube_mod
 from tasks.run import Run

@@ -15,10 +15,9 @@ from typing import Any
 
 from sqlglot import exp
 
-from sql_tools._context import QueryOutput, ToolContext
-from sql_tools._errors import ToolInputError, short
-from sql_tools._sql import Filter, Measure, measure_expr
+from sql_tools import Filter, Measure, QueryOutput, ToolContext, ToolInputError, measure_expr, short
 from sql_tools.catalog import jsonable
+from tasks.engine.lengths import days_text, same_months
 from tasks.engine.quality._scope import WHICH, Which, _as_day, _count_if, _Query, _Scope
 from tasks.engine.quality.coverage import coverage_columns, coverage_query
 from tasks.engine.quality.non_finite import (
@@ -28,7 +27,6 @@ from tasks.engine.quality.non_finite import (
     too_large,
 )
 from tasks.engine.quality.nulls import _null_counts, null_query
-from tasks.engine.lengths import days_text, same_months
 from tasks.engine.spec import DateRange, Metric, Question
 
 MAX_SHOWN_VALUES = 5

@@ -38,18 +38,20 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 from sqlglot import exp
 
-from sql_tools._context import Column, QueryOutput
-from sql_tools._errors import SqlToolError
-from sql_tools._names import column_alias, private
-from sql_tools._sql import (
+from sql_tools import (
+    Column,
     Filter,
     Measure,
     Params,
+    QueryOutput,
     Source,
     SourceQuery,
+    SqlToolError,
+    column_alias,
     filter_condition,
     label_value,
     may_be_non_finite,
+    private,
     typed_value,
 )
 from sql_tools.aggregate import AggregateInput, AggregateQuery
@@ -168,7 +170,9 @@ class CellAnswers:
                   zip(sides, (private("baseline"), private("comparison")), strict=True)]  # fmt: skip
         rows = [
             _count(_total("rows", side)).as_(name)
-            for side, name in zip(sides, map(private, ("baseline_rows", "comparison_rows")), strict=True)
+            for side, name in zip(
+                sides, map(private, ("baseline_rows", "comparison_rows")), strict=True
+            )
         ]
         seg = self._select([*groups, *values, *rows], conds)
         if groups:
@@ -177,7 +181,9 @@ class CellAnswers:
         for cte in tree.find(exp.With).expressions:  # type: ignore[union-attr]
             if cte.alias == private("seg"):
                 cte.set("this", seg)
-            elif cte.alias == private("tot") and not q.additive:  # an average's totals: from the rows
+            elif (
+                cte.alias == private("tot") and not q.additive
+            ):  # an average's totals: from the rows
                 tot = self._select([v.copy() for v in values], conds)
                 cte.set("this", tot)
         return tree

@@ -46,8 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from sql_tools._context import ToolContext
-from sql_tools._sql import Filter
+from sql_tools import Filter, ToolContext
 from sql_tools.output import Quantity
 from sql_tools.words import share_of
 from tasks.engine import significance as sig

@@ -30,12 +30,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
-from sql_tools._context import Column, ToolContext
-from sql_tools._errors import ToolInputError
-from sql_tools._sql import (
+from sql_tools import (
     MAX_SEGMENT_COLUMNS,
+    Column,
     Params,
     Source,
+    ToolContext,
+    ToolInputError,
     finite_or_null,
     ident,
     label_value,
@@ -878,7 +879,7 @@ class SegmentQuery:
 def segment_query(ctx: ToolContext, q: Question, segment: dict[str, Any]) -> SegmentQuery:
     """Build (not run) the query of ``segment``'s metric: per period ``n`` and ``d``, summed over
     days after counting distinct values per day for a daily grain; the metric is ``formula``."""
-    from sql_tools._sql import Filter
+    from sql_tools import Filter
 
     extra = [
         Filter(column=k, op="is_null") if v is None else Filter(column=k, op="=", value=v)

@@ -14,16 +14,15 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-from sql_tools._context import ToolContext
-from sql_tools._errors import ToolInputError
+from sql_tools import ToolContext, ToolInputError
 from tasks.engine import cube as cube_mod
-from tasks.engine.lengths import length_notes
 from tasks.engine import screen as screen_mod
 from tasks.engine import significance as sig
 from tasks.engine.clean_days import assign_data_quality
 from tasks.engine.cube import Cube, build_cube, daily_series
 from tasks.engine.distributions import ttest_rel, ttest_welch
 from tasks.engine.leaf_days import LeafDays, leaf_days
+from tasks.engine.lengths import length_notes
 from tasks.engine.quality.grain import DAY, Grain, by_unit, grain_of, profiled_dates
 from tasks.engine.result import (
     Change,
@@ -35,14 +34,16 @@ from tasks.engine.result import (
     Segment,
 )
 from tasks.engine.search import (
-    Leaves,
     MIN_DAYS,
+    Leaves,
     Search,
     additive_leaves,
     ratio_leaves,
     search_stories,
     told_by_a_column,
 )
+from tasks.engine.segments import MAX_DRIVERS as MAX_DRIVERS  # also importable from here
+from tasks.engine.segments import SAME_ROWS as SAME_ROWS  # also importable from here
 from tasks.engine.segments import (
     _adjusted,
     _contributions,
@@ -59,8 +60,6 @@ from tasks.engine.segments import (
     _within_fit,
     one_name_each,
 )
-from tasks.engine.segments import MAX_DRIVERS as MAX_DRIVERS  # also importable from here
-from tasks.engine.segments import SAME_ROWS as SAME_ROWS  # also importable from here
 from tasks.engine.spec import DateRange, Question
 
 T = TypeVar("T")
@@ -316,8 +315,17 @@ def _explained(
         causes = []
     quality = checks.result()
     global_shift = assign_data_quality(
-        ctx, q, causes, global_shift, quality, found.z_crit, found.tests, cells, grain,
-        (totals["baseline"], totals["comparison"]), notes,
+        ctx,
+        q,
+        causes,
+        global_shift,
+        quality,
+        found.z_crit,
+        found.tests,
+        cells,
+        grain,
+        (totals["baseline"], totals["comparison"]),
+        notes,
     )
     direction = math.copysign(1.0, delta) if delta else 1.0
     causes.sort(key=lambda s: (-(s.contribution * direction > 0), -abs(s.contribution)))

@@ -37,9 +37,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
-from sql_tools._context import Column, QueryOutput, ToolContext
-from sql_tools._errors import ResourceLimit
-from sql_tools._sql import Params, ident, to_sql, typed_value
+from sql_tools import (
+    Column,
+    Params,
+    QueryOutput,
+    ResourceLimit,
+    ToolContext,
+    ident,
+    to_sql,
+    typed_value,
+)
 from sql_tools.catalog import jsonable
 from tasks.engine.cube import MAX_DIMENSION_VALUES, EngineSql, _col, estimated_leaves
 from tasks.engine.quality._scope import _count_if
@@ -350,10 +357,7 @@ def cells_with_copies(
                 "__rows",
             ),
             exp.alias_(_count_if(hashed.copy()), "__distinct"),
-            *[
-                multiple_of(_col("rows"), f, hashed).as_(f"__x{f}")
-                for f in DUPLICATE_FOLDS
-            ],
+            *[multiple_of(_col("rows"), f, hashed).as_(f"__x{f}") for f in DUPLICATE_FOLDS],
         )
         .from_(exp.alias_(exp.paren(inner), "g", table=True))
         .group_by(*[_col(k) for k in [*keys, *vcols, *flags]])

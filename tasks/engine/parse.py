@@ -38,9 +38,7 @@ from typing import Literal, TypeVar
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from sql_tools._context import Column, Schema
-from sql_tools._errors import ToolInputError, short
-from sql_tools._sql import Filter, FilterOp
+from sql_tools import Column, Filter, FilterOp, Schema, ToolInputError, short
 from tasks.engine.spec import AggFn, Aggregate, DateRange, Metric, Periods, Question
 
 __all__ = [

@@ -17,8 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from sql_tools._context import ToolContext
-from sql_tools._sql import to_sql
+from sql_tools import ToolContext, to_sql
 from tasks.engine import cube
 from tasks.engine import significance as sig
 from tasks.engine.cube import (

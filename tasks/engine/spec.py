@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from sql_tools._sql import MAX_SEGMENT_COLUMNS, Filter
+from sql_tools import MAX_SEGMENT_COLUMNS, Filter
 
 DEFAULT_DEPTH = 3
 """The least depth the search goes to when the question leaves it open (every column, if fewer)."""

@@ -11,9 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from sql_tools._context import ToolContext
-from sql_tools._errors import ToolInputError
-from sql_tools._sql import MAX_SEGMENT_COLUMNS, Filter, StrictModel
+from sql_tools import MAX_SEGMENT_COLUMNS, Filter, StrictModel, ToolContext, ToolInputError
 from sql_tools.compare_periods import Period, PeriodColumnArg, TimeColumnArg
 from tasks.engine.spec import DEFAULT_DEPTH
 

@@ -51,7 +51,7 @@ from itertools import chain
 from pathlib import Path
 from typing import BinaryIO, NamedTuple, Protocol
 
-from sql_tools._errors import LoadError
+from sql_tools import LoadError
 from tasks.ingest._sniff import (
     canonical_codec,
     check_not_binary,

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import duckdb
 
-from sql_tools._errors import LoadError, short
+from sql_tools import LoadError, short
 from tasks.ingest._names import quote_ident as q
 
 SEPARATORS = ("/", ".", "-")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import duckdb
 
-from sql_tools._errors import LoadError, short
+from sql_tools import LoadError, short
 from tasks.ingest._csv import CsvScan
 from tasks.ingest._dates import DATE_LIKE, day_month_first, plan_dates
 from tasks.ingest._names import quote_ident as q
@@ -563,4 +563,3 @@ def fix_columns(
             {"tokens": NA_TOKENS},
         )
     return plan.warnings
-

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from sql_tools._errors import short
+from sql_tools import short
 from sql_tools.catalog import quote_ident
 
 __all__ = ["column_names", "normalize_column", "quote_ident", "table_name"]

@@ -11,7 +11,7 @@ import csv
 import io
 from itertools import islice
 
-from sql_tools._errors import LoadError
+from sql_tools import LoadError
 
 DELIMITERS = (",", ";", "\t", "|")
 SNIFF_RECORDS = 200

@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict
 
-from sql_tools._errors import LoadError, short
+from sql_tools import LoadError, short
 from sql_tools.catalog import ColumnInfo, LoadRecord, ensure_catalog, read_catalog, write_load
 from tasks.ingest._csv import CsvScan, scan_csv
 from tasks.ingest._dates import check_date_format

@@ -33,9 +33,14 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from sql_tools._context import Limits, ToolContext
-from sql_tools._errors import SqlToolError
-from sql_tools._postgres import ROW_HASH_SUM, PostgresContext, is_postgres_url
+from sql_tools import (
+    ROW_HASH_SUM,
+    Limits,
+    PostgresContext,
+    SqlToolError,
+    ToolContext,
+    is_postgres_url,
+)
 from sql_tools.catalog import Catalog, ColumnProfile, TableProfile, jsonable, kind_of
 from tasks.ingest.profile import (
     EXACT_DISTINCT_MAX_ROWS,
@@ -236,9 +241,7 @@ def _key_facts(st: dict[str, Any], keyed: bool) -> KeyFacts:
     non_null, distinct = int(st.get("nn") or 0), int(st.get("distinct") or 0)
     values = st.get("values") or []
     complete = keyed and len(values) == distinct
-    return KeyFacts(
-        unique=0 < non_null == distinct, values=frozenset(values) if complete else None
-    )
+    return KeyFacts(unique=0 < non_null == distinct, values=frozenset(values) if complete else None)
 
 
 def _column_profile(
@@ -337,8 +340,7 @@ def _one_pass(
             outputs.append(expr)
     texts = [v[i] for i, c in enumerate(cols) if c.name in keyed and c.kind == "text"]
     kb = (
-        f", sum(octet_length(coalesce({', '.join(texts)}))) OVER (o ROWS UNBOUNDED PRECEDING) "
-        "AS kb"
+        f", sum(octet_length(coalesce({', '.join(texts)}))) OVER (o ROWS UNBOUNDED PRECEDING) AS kb"
         if texts
         else ""
     )
@@ -354,9 +356,7 @@ def _one_pass(
     )
     out: dict[int, dict[str, Any]] = {}
     for g, *row in ctx.introspect(sql):
-        out[int(g)] = {
-            key: x for (key, i), x in zip(keys, row, strict=True) if i in (-1, int(g))
-        }
+        out[int(g)] = {key: x for (key, i), x in zip(keys, row, strict=True) if i in (-1, int(g))}
     return out
 
 

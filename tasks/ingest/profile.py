@@ -35,7 +35,7 @@ from typing import Any
 
 import duckdb
 
-from sql_tools._errors import ToolInputError, short
+from sql_tools import ToolInputError, short
 from sql_tools.catalog import (
     INTEGER_TYPES,
     META_SCHEMA,

@@ -26,7 +26,7 @@ from io import BytesIO
 from pathlib import Path
 from typing import Any
 
-from sql_tools._context import ToolContext
+from sql_tools import ToolContext
 from sql_tools.output import Figures, Quantity, percent
 from sql_tools.output import printable_line as plain
 from sql_tools.registry import SQL_TOOLS as registry

@@ -15,7 +15,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from sql_tools._postgres import is_postgres_url
+from sql_tools import is_postgres_url
 from sql_tools.output import hidden
 
 

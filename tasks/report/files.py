@@ -19,8 +19,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from sql_tools._context import ToolContext
-from sql_tools._errors import SqlToolError
+from sql_tools import SqlToolError, ToolContext
 from sql_tools.output import mask_secrets, printable_line
 from tasks.engine.result import Explanation
 from tasks.outdir import remove_file, write_file
@@ -119,6 +118,7 @@ details{margin:.4em 0 1em}summary{cursor:pointer;color:#4a5a78}
 figure{margin:1em 0}figure img{max-width:100%;height:auto;border:1px solid #e3e6eb}
 figcaption{font-size:.85em;color:#666}.muted{color:#666;font-size:.9em}
 """
+
 
 def render_html(
     result: dict[str, Any],

@@ -19,7 +19,7 @@ import anthropic
 import httpx2
 import pytest
 
-from sql_tools._context import ToolContext
+from sql_tools import ToolContext
 from tasks.agent.config import AgentConfig
 from tasks.agent.gate import Gate, finding_key
 from tasks.agent.ledger import Ledger, summarize

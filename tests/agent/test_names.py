@@ -20,7 +20,7 @@ from typing import Any
 import duckdb
 import pytest
 
-from sql_tools._context import ToolContext
+from sql_tools import ToolContext
 from tasks.agent.config import AgentConfig
 from tasks.agent.gate import Gate
 from tasks.agent.ledger import Ledger

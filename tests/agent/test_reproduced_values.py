@@ -12,7 +12,7 @@ from typing import Any
 import duckdb
 import pytest
 
-from sql_tools._context import ToolContext
+from sql_tools import ToolContext
 from tasks.agent.gate import Gate, WriteFindingInput
 from tasks.agent.ledger import Ledger, same_result, same_value
 from tasks.engine.explain import analyze

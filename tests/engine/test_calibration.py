@@ -8,7 +8,7 @@ from datetime import date, timedelta
 import numpy as np
 import pytest
 
-from sql_tools._context import ToolContext
+from sql_tools import ToolContext
 from tasks.engine.explain import analyze
 from tasks.engine.parse import build_question
 from tasks.ingest.load import LoadOptions, load_files

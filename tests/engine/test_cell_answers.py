@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from flows.investigation import Request
-from sql_tools._context import ToolContext
+from sql_tools import ToolContext
 from tasks import tools as registry
 from tasks.engine.explain import compare_arguments
 from tasks.ingest.load import load_files

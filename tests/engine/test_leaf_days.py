@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sql_tools._context import ToolContext
+from sql_tools import ToolContext
 from tasks.engine import cube as cube_mod
 from tasks.engine.explain import analyze
 from tasks.engine.parse import build_question

@@ -13,9 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sql_tools import ToolContext
-from sql_tools._context import Schema
-from sql_tools._errors import ToolInputError
+from sql_tools import Schema, ToolContext, ToolInputError
 from tasks.engine.parse import (
     MetricDef,
     build_question,

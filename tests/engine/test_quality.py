@@ -19,8 +19,7 @@ from typing import Any
 import duckdb
 import pytest
 
-from sql_tools import ToolContext, ToolInputError
-from sql_tools._sql import Filter
+from sql_tools import Filter, ToolContext, ToolInputError
 from tasks.agent.gate import Gate
 from tasks.agent.ledger import Ledger
 from tasks.agent.models import Budget, Hypothesis

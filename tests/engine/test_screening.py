@@ -15,8 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sql_tools import ToolContext
-from sql_tools._sql import MAX_SEGMENT_COLUMNS
+from sql_tools import MAX_SEGMENT_COLUMNS, ToolContext
 from tasks.engine import cube as cube_mod
 from tasks.engine import screen as screen_mod
 from tasks.engine import search as search_mod
@@ -25,7 +24,6 @@ from tasks.engine.parse import build_question
 from tasks.engine.search import Groups
 from tasks.ingest.load import load_files
 from tasks.report.markdown import render
-
 
 # Slow end to end (planted scenarios searched with and without screening):
 # left to `make test-slow`, which CI runs.

@@ -22,7 +22,7 @@ import pytest
 from psycopg import sql
 
 from flows.investigation import Request, investigation
-from sql_tools._errors import ToolInputError
+from sql_tools import ToolInputError
 from tasks.ingest.load import load_files
 from tasks.ingest.postgres import open_postgres
 from tasks.store.postgres_store import PostgresStore

@@ -21,7 +21,7 @@ import psycopg
 import pytest
 
 from flows.investigation import Request, investigation
-from sql_tools._postgres import parse_postgres_url
+from sql_tools import parse_postgres_url
 from tasks.ingest.load import load_files
 from tasks.ingest.postgres import open_context
 from tasks.run import Run

@@ -18,7 +18,7 @@ import pytest
 from pydantic import ValidationError
 
 import tasks.ingest.load as load_mod
-from sql_tools._errors import LoadError
+from sql_tools import LoadError
 from sql_tools.catalog import read_catalog
 from tasks.ingest._duck import duck_message
 from tasks.ingest._names import column_names, normalize_column, quote_ident, table_name

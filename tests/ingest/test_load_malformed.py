@@ -14,7 +14,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from sql_tools._errors import LoadError
+from sql_tools import LoadError
 from tasks.ingest.load import LoadOptions, LoadReport, load_files
 
 GOOD = b"id,region,amount\n1,EU,10.5\n2,US,7\n"

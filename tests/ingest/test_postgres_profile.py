@@ -8,8 +8,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from sql_tools import ToolContext
-from sql_tools._postgres import PostgresContext
+from sql_tools import PostgresContext, ToolContext
 from sql_tools.catalog import Catalog
 from tasks.ingest import postgres
 from tasks.ingest.load import load_files

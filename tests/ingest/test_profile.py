@@ -9,7 +9,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from sql_tools._errors import ToolInputError
+from sql_tools import ToolInputError
 from sql_tools.catalog import (
     ColumnInfo,
     LoadRecord,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import date
 
-from sql_tools._context import QueryOutput
+from sql_tools import QueryOutput
 from sql_tools.passes import HeldAnswers
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from sqlglot import exp
 
-from sql_tools._sql import finite_or_null, non_finite_counts
+from sql_tools import finite_or_null, non_finite_counts
 from sql_tools.dialects import render
 
 

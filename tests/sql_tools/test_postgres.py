@@ -431,7 +431,7 @@ def test_sorts_and_hashes_get_a_quarter_of_the_memory_limit(pg_database):
 def test_results_are_capped_at_max_rows(pg_ctx):
     out = pg_ctx.run('SELECT "region" FROM "sales"', max_rows=2)
     assert len(out.rows) == 2
-    from sql_tools._errors import ResourceLimit
+    from sql_tools import ResourceLimit
 
     with pytest.raises(ResourceLimit):
         pg_ctx.run_arrow('SELECT "region" FROM "sales"', max_rows=5)

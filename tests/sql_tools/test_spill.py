@@ -17,8 +17,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from sql_tools import Limits, ToolContext
-from sql_tools._errors import ResourceLimit
+from sql_tools import Limits, ResourceLimit, ToolContext
 from tests.support.cli import ROOT
 
 CAP = "4MB"

@@ -7,7 +7,7 @@ import os
 import re
 from pathlib import Path
 
-from sql_tools._sql import MAX_SEGMENT_COLUMNS
+from sql_tools import MAX_SEGMENT_COLUMNS
 from tasks.agent.gate import WriteFindingInput
 from tasks.agent.hypotheses import ProposedHypothesis
 from tasks.engine.spec import Question

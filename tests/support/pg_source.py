@@ -20,7 +20,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from sql_tools._postgres import role_statements
+from sql_tools import role_statements
 
 # DuckDB type -> Postgres type of the copy
 _PG_TYPES = {

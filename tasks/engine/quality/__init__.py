@@ -39,7 +39,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from sql_tools._context import ToolContext
+from sql_tools import ToolContext
 from tasks.engine.quality._scope import (
     MAX_LISTED_DAYS,
     MAX_SEGMENT_DIMENSIONS,
@@ -57,7 +57,6 @@ from tasks.engine.quality.days import (
     _segment_missing_days,
     data_grain,
 )
-from tasks.engine.quality.grain import DAY
 from tasks.engine.quality.duplicates import (
     DUPLICATE_EXACT_MAX_ROWS,
     DUPLICATE_FOLDS,
@@ -66,6 +65,7 @@ from tasks.engine.quality.duplicates import (
     DUPLICATE_SPARSE_SHARE,
     _duplicate_rows,
 )
+from tasks.engine.quality.grain import DAY
 from tasks.engine.quality.non_finite import _non_finite
 from tasks.engine.quality.nulls import (
     NULL_MAX_P,

@@ -11,9 +11,18 @@ from typing import Any, Literal
 
 from sqlglot import exp
 
-from sql_tools._context import Column, QueryOutput, ToolContext
-from sql_tools._errors import ToolInputError
-from sql_tools._sql import Params, Source, ident, label_value, to_sql, where_clause
+from sql_tools import (
+    Column,
+    Params,
+    QueryOutput,
+    Source,
+    ToolContext,
+    ToolInputError,
+    ident,
+    label_value,
+    to_sql,
+    where_clause,
+)
 from tasks.engine.result import Evidence
 from tasks.engine.spec import DateRange, Question
 

@@ -7,7 +7,7 @@ from datetime import date
 
 from sqlglot import exp
 
-from sql_tools._context import QueryOutput
+from sql_tools import QueryOutput
 from sql_tools.catalog import jsonable
 from tasks.engine.quality._scope import (
     WHICH,

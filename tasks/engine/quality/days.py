@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
-from sql_tools._context import Column, QueryOutput
-from sql_tools._sql import ident, to_sql
+from sql_tools import Column, QueryOutput, ident, to_sql
 from sql_tools.catalog import jsonable
 from tasks.engine.quality._scope import (
     WHICH,

@@ -10,8 +10,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from sql_tools._context import QueryOutput, ToolContext
-from sql_tools._sql import ident
+from sql_tools import QueryOutput, ToolContext, ident
 from tasks.engine.distributions import poisson_sf
 from tasks.engine.quality._scope import (
     MAX_LISTED_DAYS,

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from sql_tools._context import ToolContext
+from sql_tools import ToolContext
 
 Unit = Literal["day", "week", "month", "quarter", "year"]
 

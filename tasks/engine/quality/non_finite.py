@@ -9,8 +9,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from sql_tools._context import Column
-from sql_tools._sql import finite_or_null, may_be_non_finite, non_finite_counts, non_finite_text
+from sql_tools import Column, finite_or_null, may_be_non_finite, non_finite_counts, non_finite_text
 from tasks.engine.quality._scope import WHICH, _evidence, _Query, _Scope
 from tasks.engine.result import DataQualityIssue
 

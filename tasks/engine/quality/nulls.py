@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from sql_tools._context import Column, QueryOutput
+from sql_tools import Column, QueryOutput
 from tasks.engine.distributions import norm_sf
 from tasks.engine.quality._scope import WHICH, _count_if, _evidence, _pct, _Query, _Scope, _unique
 from tasks.engine.result import DataQualityIssue
