@@ -37,6 +37,7 @@ from tasks.engine.search import (
     MIN_DAYS,
     Leaves,
     Search,
+    SearchOptions,
     additive_leaves,
     ratio_leaves,
     search_stories,
@@ -287,8 +288,8 @@ def _explained(
     # Ratios of counts on real data carry heavy-tailed per-segment noise: there the search ranks
     # by explanatory power and asks each cause to carry a fifth of what is left unexplained.
     style = RATIO_SEARCH if kind == "ratio" else ADDITIVE_SEARCH
-    kw = {"eligible": eligible, "alpha": sig.ALPHA, **style}
-    found = search_stories(cube, leaves, **kw)
+    options = SearchOptions(eligible=eligible, alpha=sig.ALPHA, **style)
+    found = search_stories(cube, leaves, options)
     change = _localized(change, found, eligible)
     contrib = _contributions(cube, kind)
     causes = _picked(cube, contrib, found)
@@ -299,7 +300,7 @@ def _explained(
     if global_shift is not None and not causes and not found.picks:
         # no segment stood out, and the change is told as an even move of everything: a claim
         # about every column, tested as for an even shift the search took
-        told = told_by_a_column(cube, leaves, found, kw)
+        told = told_by_a_column(cube, leaves, found, options)
         if told is not found:
             found, global_shift = told, None
             causes = _picked(cube, contrib, found)

@@ -14,7 +14,14 @@ from sql_tools.output import Quantity, percent
 from tasks.engine import significance as sig
 from tasks.engine.cube import Cube
 from tasks.engine.result import Segment
-from tasks.engine.search import Search, additive_leaves, ancestors, descendants, search
+from tasks.engine.search import (
+    Search,
+    SearchOptions,
+    additive_leaves,
+    ancestors,
+    descendants,
+    search,
+)
 from tasks.engine.select import choose
 from tasks.engine.spec import Question
 
@@ -140,7 +147,7 @@ def _with_mix(
     if days is not None and "vdb" in leaf:
         den.update(vnb=leaf["vdb"], vnc=leaf["vdc"])
     volume = additive_leaves(den, days)
-    found = choose(cube, search(cube, volume, eligible=eligible), eligible)
+    found = choose(cube, search(cube, volume, SearchOptions(eligible=eligible)), eligible)
     mix, rate = contrib["mix"], contrib["rate"]
     blocked = np.zeros(len(mix), dtype=bool)
     for c in causes:  # a segment already named for its rate is not named again for its mix

@@ -21,7 +21,7 @@ import numpy as np
 
 from tasks.engine import significance as sig
 from tasks.engine.cube import Cube
-from tasks.engine.search import Groups, Pick, Search, _members, ancestors, descendants
+from tasks.engine.search import Groups, Pick, Search, ancestors, descendants, segment_leaves
 
 FIT_ROUNDS = 8
 POOL = 400
@@ -86,7 +86,7 @@ class Stories:
     def members(self, seg: int) -> np.ndarray:
         got = self._members.get(seg)
         if got is None:
-            got = _members(self.groups, seg)
+            got = segment_leaves(self.groups, seg)
             self._members[seg] = got
         return got
 

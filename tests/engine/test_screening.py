@@ -18,10 +18,10 @@ import pytest
 from sql_tools import MAX_SEGMENT_COLUMNS, ToolContext
 from tasks.engine import cube as cube_mod
 from tasks.engine import screen as screen_mod
-from tasks.engine import search as search_mod
 from tasks.engine.explain import explain_change
 from tasks.engine.parse import build_question
 from tasks.engine.search import Groups
+from tasks.engine.search import groups as search_mod
 from tasks.ingest.load import load_files
 from tasks.report.markdown import render
 

@@ -24,7 +24,7 @@ import pytest
 from benchmarks.families import draw
 from tasks.engine import significance as sig
 from tasks.engine.distributions import chi2_sf
-from tasks.engine.search import _refit
+from tasks.engine.search import refit as _refit
 from tests.support.invariants import ask, missed
 
 
@@ -212,9 +212,9 @@ def test_parts_that_leave_a_sliver_flat_do_not_replace_their_cause(
     # cause (under a tenth), and the cause is named whole. Without that guard (0.0), its parts
     # are named in its place: the case tests the guard
     from sql_tools import ToolContext
-    from tasks.engine import search
     from tasks.engine.explain import explain_change
     from tasks.engine.parse import build_question
+    from tasks.engine.search.stories import parts as search
     from tasks.ingest.load import load_files
 
     if rest_share is not None:
