@@ -6,21 +6,24 @@ from dataclasses import replace
 
 import numpy as np
 
+from tasks.engine.cube import Cube
 from tasks.engine.search.climb import climb_up
 from tasks.engine.search.fit import refit
 from tasks.engine.search.forward import search
 from tasks.engine.search.groups import descendants, segment_leaves
-from tasks.engine.search.options import Telling
+from tasks.engine.search.leaves import Leaves
+from tasks.engine.search.options import SearchOptions, Telling
 from tasks.engine.search.picks import Search
 from tasks.engine.search.stories.story import Story
 
 
 def reclimbed(story: Story) -> Story:
     """The story with each pick climbed again given the others (:func:`climbed_again`)."""
-    return replace(story, found=climbed_again(story))
+    found = climbed_again(story.cube, story.leaves, story.found, story.options)
+    return replace(story, found=found)
 
 
-def climbed_again(story: Story) -> Search:
+def climbed_again(cube: Cube, leaves: Leaves, found: Search, options: SearchOptions) -> Search:
     """The story with each pick climbed again given the story's other picks.
 
     The forward search climbs a pick to its parent when the parent's rest moved with it
@@ -31,15 +34,14 @@ def climbed_again(story: Story) -> Search:
     each pick of a story without an even shift is climbed again against the fit of the others;
     a pick that climbs is replaced by its parent, and the story is weighed again in the forward
     order. The new story stands when every segment of it is picked again; else the old one."""
-    cube, leaves, found = story.cube, story.leaves, story.found
     segs = [p.seg for p in found.picks]
     groups = found.groups
     if len(segs) < 2 or 0 in segs or groups is None or found.fit is None:
         return found
     n_seg = len(cube.seg_mask)
     depth = cube.seg_mask.sum(axis=1)
-    eligible = story.options.eligible
-    alpha = story.options.alpha
+    eligible = options.eligible
+    alpha = options.alpha
     VS, _, PS = found.fit
     story = list(segs)
     changed = False
@@ -71,5 +73,5 @@ def climbed_again(story: Story) -> Search:
         return found
     only = np.zeros(n_seg, dtype=bool)
     only[story] = True
-    again = search(cube, leaves, story.options, Telling(only=only), groups=groups)
+    again = search(cube, leaves, options, Telling(only=only), groups=groups)
     return again if sorted(p.seg for p in again.picks) == sorted(set(story)) else found
