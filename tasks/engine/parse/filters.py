@@ -221,6 +221,12 @@ def _filter_from(syntax: _FilterSyntax, text: str, schema: Schema, table: str) -
     )
 
 
+def _canonical_filter(schema: Schema, table: str, f: Filter) -> Filter:
+    """``f`` with its column resolved against ``table`` (canonical reference)."""
+    col = _column(schema, table, f.column, "filters.column")
+    return f if col.ref == f.column else f.model_copy(update={"column": col.ref})
+
+
 def _checked_filter(f: Filter, schema: Schema, table: str) -> Filter:
     """A filter in the tools' form, its column resolved (values are type-checked when bound)."""
     col = _column(schema, schema.table(table), f.column, "filters.column")

@@ -8,8 +8,9 @@ from collections.abc import Sequence
 from typing import Literal
 
 from sql_tools import Filter, Schema, ToolInputError, short
-from tasks.engine.parse.columns import _closest_name, _column, _Ref, _resolve
+from tasks.engine.parse.columns import _closest_name, _Ref, _resolve
 from tasks.engine.parse.expression import METRIC_CODE, _Agg, _Expr, _parse_expression
+from tasks.engine.parse.filters import _canonical_filter
 from tasks.engine.parse.validation import _validated
 from tasks.engine.spec import Aggregate, Metric
 
@@ -96,12 +97,6 @@ def _check_grain(grain: str | None) -> Literal["day"] | None:
         valid_values=["day"],
         field="grain",
     )
-
-
-def _canonical_filter(schema: Schema, table: str, f: Filter) -> Filter:
-    """``f`` with its column resolved against ``table`` (canonical reference)."""
-    col = _column(schema, table, f.column, "filters.column")
-    return f if col.ref == f.column else f.model_copy(update={"column": col.ref})
 
 
 def parse_metric(
