@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from flows import steps
 from sql_tools import ToolContext
+from sql_tools.catalog import jsonable
 from tasks.run import Run, question_of
 
 
@@ -79,7 +80,7 @@ def measure(question: dict[str, Any], db: str, thresholds: Thresholds) -> dict[s
     end = date.fromisoformat(question["comparison"].split(":")[1])
     with _READING, Run(db, question) as run:
         latest = latest_date(run.ctx, question)
-        row: dict[str, Any] = {"metric": question["metric"], "latest_date": _iso(latest.day)}
+        row: dict[str, Any] = {"metric": question["metric"], "latest_date": jsonable(latest.day)}
         if latest.day is None or latest.day < end:
             return {**row, "moved": False, "reason": f"no data through {end}"}
         explanation = steps.decompose(run)
@@ -185,7 +186,3 @@ def failure_reason(state: State[Any]) -> str:
     that raised one)."""
     message = str(state.message or state.name or state.type.value)
     return " ".join(message.removeprefix("Flow run encountered an exception: ").split())
-
-
-def _iso(d: date | None) -> str | None:
-    return None if d is None else d.isoformat()

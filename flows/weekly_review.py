@@ -42,6 +42,7 @@ from flows import steps
 from flows.metric_runs import METRIC_DEPLOYMENT, child_deployment, review_metrics
 from flows.review_metric import Latest, Thresholds, latest_date
 from sql_tools import one_line
+from sql_tools.catalog import jsonable
 from sql_tools.output import masked
 from tasks.ingest.storage import local_paths, storage_url
 from tasks.outdir import claim, write_file
@@ -175,7 +176,7 @@ def _review(
     rows = review_metrics(children, deployment, concurrency, metric_timeout)
     for row in rows:
         if row.get("latest_date") is None and (known := latest[row["metric"]]) is not None:
-            row["latest_date"] = _iso(known.day)
+            row["latest_date"] = jsonable(known.day)
     summary["metrics"] = rows
     return _finish(summary, state, h, review.digest)
 
@@ -498,7 +499,3 @@ def _words(span: str) -> str:
 
 def _span(p: tuple[date, date]) -> str:
     return f"{p[0].isoformat()}:{p[1].isoformat()}"
-
-
-def _iso(d: date | None) -> str | None:
-    return None if d is None else d.isoformat()

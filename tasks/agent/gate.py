@@ -313,6 +313,8 @@ def _fmt(x: float | None) -> str:
 
 
 def _jsonable(params: dict[str, Any]) -> dict[str, Any]:
+    """A finding's parameters: JSON scalars as they are, anything else as its text (a timestamp
+    as ``2024-03-04 00:00:00``, where ``Evidence.params`` holds ``2024-03-04T00:00:00``)."""
     return {
         k: v if isinstance(v, int | float | str | bool | None) else str(v)
         for k, v in params.items()

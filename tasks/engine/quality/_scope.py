@@ -253,9 +253,5 @@ def gap_effect(question: Question, plural: str, whose: str = "the period's") -> 
     return f"{whose} total is understated"
 
 
-def _iso(d: date | None) -> str | None:
-    return d.isoformat() if d else None
-
-
 def _pct(x: float) -> str:
     return f"{100 * x:.1f}%"
