@@ -233,7 +233,7 @@ def test_a_failed_investigation_fails_its_metric_and_the_review_and_leaves_the_w
     from flows.weekly_review import weekly_review
 
     @flow(name="investigate")
-    def broken(**kwargs: Any) -> dict[str, Any]:
+    def broken(request: Any) -> dict[str, Any]:
         raise RuntimeError("disk full")
 
     monkeypatch.setattr(flows.investigate, "investigate", broken)
