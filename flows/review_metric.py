@@ -14,8 +14,6 @@ column, a data error). Its result is persisted (JSON), so that a review on anoth
 read it from the result storage they share.
 """
 
-from __future__ import annotations
-
 import threading
 from datetime import date
 from typing import Any, NamedTuple
@@ -64,6 +62,8 @@ def review_metric(
 # The flow's body names only module-level functions and classes: `flow.serve()` pickles the
 # body by value (the module's name `review_metric` is the flow, not the function) with every
 # global it names, and the lock below cannot be pickled.
+# Its parameters' annotations are the classes themselves (this module does not postpone
+# annotations): a name in a string would not travel with the pickled body.
 
 
 def measure(request: Request, db: str, thresholds: Thresholds) -> dict[str, Any]:
