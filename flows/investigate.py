@@ -5,7 +5,6 @@ policy), the hypotheses mapped over their task, progress in the run's log and a 
 artifact, the report and the findings as artifacts.
 """
 
-
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
