@@ -147,8 +147,8 @@ def test_the_contract_sees_imports_inside_functions() -> None:
     it: the composition for an in-process investigation, the Prefect flow for a flow run) is an
     edge like any other: sql_tools once reached up into the engine that way."""
     g = graph()
-    [composition] = g.get_import_details(importer="drilldown.cli", imported="flows.investigation")
-    assert composition["line_contents"].startswith("from flows.investigation import")
+    [composition] = g.get_import_details(importer="drilldown.cli", imported="tasks.investigation")
+    assert composition["line_contents"].startswith("from tasks.investigation import")
     [flow] = g.get_import_details(importer="drilldown.cli", imported="flows.investigate")
     assert flow["line_contents"].startswith("from flows.investigate import investigate")
     assert "prefect" not in g.find_modules_directly_imported_by("drilldown.cli")

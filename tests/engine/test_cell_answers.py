@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.investigation import Request
+from tasks.request import Request
 from sql_tools import ToolContext
 from tasks import tools as registry
 from tasks.engine.explain import compare_arguments
@@ -154,7 +154,7 @@ def test_a_ratio_investigation_reads_no_table_after_the_engine(tmp_path):
     splits (``metric_compare_periods``), which the cells answer, instead of running the engine
     again on the segment: after the engine, the investigation reads no source table, and its
     cause is confirmed with the splits' numbers."""
-    from flows.investigation import investigation
+    from tasks.investigation import investigation
 
     db = scenario_db(tmp_path, "mix_shift")
     out = tmp_path / "out"

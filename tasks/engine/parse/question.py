@@ -91,11 +91,10 @@ def build_question(
     grain: str | None = None,
     dimensions: str | Sequence[str] | None = None,
     filters: Sequence[str] = (),
-    max_depth: int | None = None,
-    min_support: float | None = None,
     metrics_file: Path | None = None,
     structured_filters: Sequence[Filter] = (),
     named_metrics: bool = True,
+    **search: int | float | None,
 ) -> Question:
     """Build a :class:`Question` from command-line style arguments.
 
@@ -109,9 +108,13 @@ def build_question(
     ``structured_filters`` are already-validated filters (the tools' form), added to the parsed
     ones; ``named_metrics=False`` reads ``metric`` as an expression only (no ``metrics.yaml``).
 
+    ``search`` sets the search's own settings, :class:`Question`'s fields (``max_depth``...);
+    None keeps a setting's default.
+
     Raises:
         ToolInputError: Every problem, as a one-line message (model validation included).
     """
+    search = {k: v for k, v in search.items() if v is not None}
     if time_column is not None and period_column is not None:
         raise ToolInputError(
             "give --time-column or --period-column, not both", code="invalid_arguments"
@@ -140,11 +143,8 @@ def build_question(
     if dimensions is None and mdef is not None:
         dimensions = mdef.dimensions
     dims = _dimensions(schema, full, periods, dimensions)
-    extra = {} if min_support is None else {"min_support": min_support}
     return _validated(
-        lambda: Question(
-            metric=full, periods=periods, dimensions=dims, max_depth=max_depth, **extra
-        ),
+        lambda: Question(metric=full, periods=periods, dimensions=dims, **search),
         what="invalid question",
         code="invalid_arguments",
     )
