@@ -118,14 +118,28 @@ class Analysis:
     # root causes' p-values as reported, by segment key (each of their names): the gate judges
     # a root cause by the figure its row shows
     cause_p: dict[str, float] = field(default_factory=dict)
-    # the source read once (None for a distinct count): the gate's and the findings' re-checks
-    # read their sums there
+    # the source read once (None for a distinct count), which the context's reader answers
+    # sums of cells from until the analysis is closed
     cells: LeafDays | None = None
 
     def close(self) -> None:
         """Let go of the stored cells (the analysis's numbers stay)."""
         if self.cells is not None:
             self.cells.close()
+
+    def answer_tools(self) -> None:
+        """From now on the tools' calls (the hypotheses', the gate's re-runs, the report's
+        per-day numbers) are answered from the stored cells when they can, with no pass over
+        the source (:mod:`tasks.engine.cell_answers`); the metric's columns the data-quality
+        check found NaN or infinity in are read from the source."""
+        if self.cells is None:
+            return
+        found = {
+            i.column
+            for i in self.explanation.data_quality
+            if i.kind == "non_finite_values" and i.column
+        }
+        self.cells.answer_tools(found)
 
     def test(self, segment: dict[str, Any]) -> SegmentTest | None:
         """The engine's statistics for ``segment``; None when it was not among those searched
@@ -229,9 +243,7 @@ def _explain(ctx: ToolContext, q: Question) -> Analysis:
     # the data-quality queries do not depend on the search: they run on a second connection
     # while the search's queries and arithmetic run on this one, from when the source has been
     # aggregated (the checks the cells can answer read them)
-    checks: _Beside[list[DataQualityIssue]] = _Beside(
-        ctx, lambda c, cells: _quality(c, q, dims, cells)
-    )
+    checks: _Beside[list[DataQualityIssue]] = _Beside(ctx, lambda c: _quality(c, q, dims))
     try:
         return _explained(ctx, q, dims, notes, checks, t0)
     finally:
@@ -259,9 +271,9 @@ def _explained(
     notes += depth_notes
     q = q.model_copy(update={"max_depth": depth})
     cells = leaf_days(ctx, q, search_dims, dims)  # the one pass over the source's rows
-    checks.start(cells)
-    cube = build_cube(ctx, q, search_dims, cells)
-    series = daily_series(ctx, q, cells)[0] if q.periods.by_dates else None
+    checks.start()
+    cube = build_cube(ctx, q, search_dims)
+    series = daily_series(ctx, q)[0] if q.periods.by_dates else None
     days = None
     if cube.days is not None and series is not None:
         # a leaf's day-to-day spread is measured over the days the table has rows for: days
@@ -322,7 +334,6 @@ def _explained(
         quality,
         found.z_crit,
         found.tests,
-        cells,
         grain,
         (totals["baseline"], totals["comparison"]),
         notes,
@@ -337,7 +348,7 @@ def _explained(
     for c in movers:
         c.evidence = _evidence(ctx, q, c.segment)
     for c in [*causes, *movers]:
-        _verify(ctx, q, c, cells)
+        _verify(ctx, q, c)
     for c in [*causes, *drivers, *offsetting, *movers]:
         c.share = c.contribution / delta if delta else None
     explained = sum(c.contribution for c in causes) / delta if delta and causes else None
@@ -510,14 +521,12 @@ class _Beside(Generic[T]):
             self._twin = None
 
 
-def _quality(
-    ctx: ToolContext, q: Question, dims: list[str], cells: LeafDays | None
-) -> list[DataQualityIssue]:
+def _quality(ctx: ToolContext, q: Question, dims: list[str]) -> list[DataQualityIssue]:
     try:
         from tasks.engine.quality import check_quality
     except ImportError:  # pragma: no cover - the module ships with the engine
         return []
-    return check_quality(ctx, q, dims, cells)
+    return check_quality(ctx, q, dims)
 
 
 def _totals(ctx: ToolContext, q: Question, cube: Cube) -> dict[str, float | None]:
@@ -701,13 +710,13 @@ def _eligible(cube: Cube, min_support: float) -> np.ndarray:
     return share >= min_support
 
 
-def _verify(ctx: ToolContext, q: Question, c: Segment, cells: LeafDays | None) -> None:
+def _verify(ctx: ToolContext, q: Question, c: Segment) -> None:
     """A root cause's numbers from its own query (summed from the stored cells, where there are
     some); they replace the cube's where those can differ (a distinct count summed over leaves
     counts a value once per leaf it appears in)."""
     assert c.evidence is not None
     sq = cube_mod.SegmentQuery(sql=c.evidence.sql, params=c.evidence.params, formula="")
-    cube_mod.run_segment_query(ctx, q, sq, cells, c.segment)
+    cube_mod.run_segment_query(ctx, q, sq, c.segment)
     c.evidence.result = {"baseline": sq.baseline, "comparison": sq.comparison}
     if q.metric.kind == "distinct" and sq.baseline is not None and sq.comparison is not None:
         c.baseline, c.comparison = sq.baseline, sq.comparison
