@@ -264,9 +264,7 @@ class ContextReader:
         columns, rows = cells.fetch(*query, max_rows)
         elapsed = (time.perf_counter() - start) * 1000
         self._note(cells, query, sql, params)
-        return QueryOutput(
-            columns, rows, sql, {k: jsonable(v) for k, v in params.items()}, elapsed
-        )
+        return QueryOutput(columns, rows, sql, {k: jsonable(v) for k, v in params.items()}, elapsed)
 
     def read_arrow(
         self,

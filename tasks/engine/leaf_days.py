@@ -207,9 +207,7 @@ class LeafDays:
         """Whether the cells can answer ``segment``: every column of it is one of theirs."""
         return all(k in self.dims for k in segment)
 
-    def sums_query(
-        self, q: Question, segment: dict[str, Any], *, by_day: bool
-    ) -> CellQuery | None:
+    def sums_query(self, q: Question, segment: dict[str, Any], *, by_day: bool) -> CellQuery | None:
         """``__p`` (and ``__day`` when ``by_day``), ``n``, ``d``: ``segment``'s numerator and
         denominator per period (per day), summed over its cells, when ``q`` is the question
         asked of ``segment`` (:meth:`asks`). A value that does not fit its column is refused

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from flows.investigation import Request
-from sql_tools import ToolContext
+from sql_tools import ContextReader, ToolContext
 from tasks import tools as registry
 from tasks.engine.explain import compare_arguments
 from tasks.ingest.load import load_files
@@ -54,6 +54,7 @@ def _source(run: Run) -> Iterator[ToolContext]:
     """The source beside the run: a second connection to its file, without its cells (one
     process opens a file's database once)."""
     twin = run.ctx.sibling()
+    twin.reader = ContextReader(twin)
     try:
         yield twin
     finally:

@@ -1,6 +1,6 @@
 """An answer the reader gave from the stored cells, held against its source SQL: the statement
 that produced it, re-run on the cells, and the source statement that re-computes it, run on the
-source, give the same rows (numbers to 1e-9, in any order)."""
+source, give the same rows (the same columns, read by name; numbers to 1e-9; in any order)."""
 
 from __future__ import annotations
 
@@ -47,9 +47,11 @@ def assert_same_answer(source: Any, cells: Any, p: Provenance) -> None:
     assert p.sql != p.source_sql
     cur = cells.con.execute(p.sql, p.params)
     columns = [d[0] for d in cur.description or []]
-    given = rows(cur.fetchall())
+    found = cur.fetchall()
     out = source.run(p.source_sql, p.source_params, max_rows=10_000_000)
-    assert out.columns == columns, (out.columns, columns)
+    assert sorted(out.columns) == sorted(columns), (out.columns, columns)  # read by name
+    at = [columns.index(c) for c in out.columns]
+    given = rows([tuple(r[i] for i in at) for r in found])
     want = rows(out.rows)
     assert len(want) == len(given), (p.source_sql, len(want), len(given))
     for w, g in zip(want, given, strict=True):
