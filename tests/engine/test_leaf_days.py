@@ -10,14 +10,12 @@ and the engine's passes over the source do not grow with the root causes it chec
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from sql_tools import ContextReader, ToolContext
+from sql_tools import ToolContext
 from tasks.engine import cube as cube_mod
 from tasks.engine.explain import analyze
 from tasks.engine.parse import build_question
@@ -25,7 +23,7 @@ from tasks.engine.spec import Question
 from tasks.ingest.load import load_files
 from tests.engine.test_scenarios import SCENARIOS, expected_of
 from tests.flows.test_postgres_source import _question as scenario_question
-from tests.support.provenance import assert_same_answer
+from tests.support.provenance import assert_same_answer, source_beside
 
 # Slow end to end (planted scenarios' numbers re-computed on the source):
 # left to `make test-slow`, which CI runs.
@@ -41,18 +39,6 @@ def _db(tmp_path: Path, name: str) -> Path:
     files = sorted(p for p in (SCENARIOS / name).iterdir() if p.name != "expected.json")
     load_files(files, db)
     return db
-
-
-@contextmanager
-def source_of(ctx: ToolContext) -> Iterator[ToolContext]:
-    """A second connection to ``ctx``'s file with a reader of its own: every number from the
-    source (one process opens a file's database once)."""
-    twin = ctx.sibling()
-    twin.reader = ContextReader(twin)
-    try:
-        yield twin
-    finally:
-        twin.close()
 
 
 def _question(ctx: ToolContext, name: str) -> Question:
@@ -71,7 +57,7 @@ def _close(a: float | None, b: float | None) -> bool:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_numbers_from_the_cells_are_what_their_sql_gives_on_the_source(tmp_path, name):
-    with ToolContext(_db(tmp_path, name)) as ctx, source_of(ctx) as src:
+    with ToolContext(_db(tmp_path, name)) as ctx, source_beside(ctx) as src:
         q = _question(ctx, name)
         a = analyze(ctx, q)
         assert a.cells is not None

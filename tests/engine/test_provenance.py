@@ -10,8 +10,6 @@ ratio metrics; daily periods, a per-day grain and period labels), through a real
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
@@ -20,12 +18,11 @@ import numpy as np
 import pytest
 
 from flows.investigation import Request
-from sql_tools import ContextReader, ToolContext
 from tasks import tools as registry
 from tasks.ingest.load import load_files
 from tasks.run import Run
 from tests.support.cell_calls import charts_from_cells, gate_from_cells, planner_calls
-from tests.support.provenance import assert_same_answer
+from tests.support.provenance import assert_same_answer, source_beside
 
 # Slow end to end (random data loaded, investigated and every answer re-run on the source):
 # left to `make test-slow`, which CI runs.
@@ -74,17 +71,6 @@ def _data(tmp_path: Path, seed: int) -> Path:
     return db
 
 
-@contextmanager
-def _source(run: Run) -> Iterator[ToolContext]:
-    """A second connection to the run's file with a reader of its own: the source."""
-    twin = run.ctx.sibling()
-    twin.reader = ContextReader(twin)
-    try:
-        yield twin
-    finally:
-        twin.close()
-
-
 def _investigate(run: Run, source: Any) -> None:
     """What an investigation asks: the engine's analysis, the hypotheses' calls, the report's
     per-day numbers, and the gate's re-run of a cited call."""
@@ -101,7 +87,7 @@ def test_every_answer_from_the_cells_is_what_its_source_sql_gives(tmp_path, shap
     seed, question = SHAPES[shape]
     db = _data(tmp_path, seed)
     args = Request(data=["-"], table="sales", **question).question()
-    with Run(db, args) as run, _source(run) as source:
+    with Run(db, args) as run, source_beside(run.ctx) as source:
         _investigate(run, source)
         noted = run.ctx.reader.provenance
         cells = run.analysis.cells

@@ -5,11 +5,13 @@ source, give the same rows (the same columns, read by name; numbers to 1e-9; in 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
-from sql_tools import Provenance
+from sql_tools import ContextReader, Provenance, ToolContext
 
 REL = 1e-9
 
@@ -56,3 +58,15 @@ def assert_same_answer(source: Any, cells: Any, p: Provenance) -> None:
     assert len(want) == len(given), (p.source_sql, len(want), len(given))
     for w, g in zip(want, given, strict=True):
         assert all(_same(x, y) for x, y in zip(w, g, strict=True)), (p.source_sql, w, g)
+
+
+@contextmanager
+def source_beside(ctx: ToolContext) -> Iterator[ToolContext]:
+    """A second connection to ``ctx``'s file with a reader of its own: every number from the
+    source (one process opens a file's database once)."""
+    twin = ctx.sibling()
+    twin.reader = ContextReader(twin)
+    try:
+        yield twin
+    finally:
+        twin.close()
