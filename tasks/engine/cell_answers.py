@@ -4,9 +4,10 @@ Once the engine has aggregated the question's rows to cells (:mod:`tasks.engine.
 most of what an investigation asks the SQL tools is a sum of cells: the offline planner's
 ``metric_compare_periods`` split of a root cause, Claude's comparisons of the question's
 metric, the gate re-running a cited call, the report's per-day numbers through
-``metric_aggregate``. Such a call is answered here, from the cells, without a pass over the
-source; any other (a column or filter the cells do not hold, other periods, a minimum, a
-distinct count) reads the source as before.
+``metric_aggregate``. Such a call is turned here into a statement on the cells, which the
+context's reader (:class:`~sql_tools.Reader`) runs instead of a pass over the source, once the
+analysis opens its cells to the tools; any other (a column or filter the cells do not hold,
+other periods, a minimum, a distinct count) reads the source as before.
 
 A call is answered from the cells when all of these hold:
 

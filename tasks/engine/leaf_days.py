@@ -1,7 +1,7 @@
 """The source read once: the question's rows aggregated to leaves per day, kept in a private DuckDB.
 
 Once the search's columns are chosen, one query on the user's tables
-(:meth:`~tasks.engine.cube.EngineSql.cells`) sums the rows of each leaf (a combination of the
+(:meth:`~tasks.engine.engine_sql.EngineSql.cells`) sums the rows of each leaf (a combination of the
 columns' values), period and day: the numerator and denominator, their squares and product, and
 the rows. The answer, at most a few hundred thousand cells where the table has millions of rows,
 is stored in a temporary table of this process's DuckDB (the file's own database, or an
@@ -325,7 +325,7 @@ def aggregated(
     t0 = time.perf_counter()
     most = MAX_CELLS + _units(q) * (1 + len(days) * MAX_DIMENSION_VALUES)
     try:
-        table = ctx.run_arrow(text, sql.params.values, max_rows=most)
+        table = ctx.reader.read_arrow(text, sql.params.values, max_rows=most)
     except ResourceLimit:  # a profile's estimate of distinct values fell short
         return None
     values = None

@@ -64,7 +64,8 @@ def daily_series(
 def exact_distinct_totals(ctx: ToolContext, q: Question) -> dict[str, float | None]:
     """A distinct-count metric's exact value per period (per-day mean for a daily grain)."""
     sql = EngineSql(ctx, q, [])
-    out = ctx.run(to_sql(sql.distinct_totals(), ctx.dialect), sql.params.values, max_rows=10)
+    text = to_sql(sql.distinct_totals(), ctx.dialect)
+    out = ctx.reader.read(text, sql.params.values, max_rows=10)
     got = {int(p): float(n) for p, n in out.rows}
     scale = period_scales(q)
     return {
