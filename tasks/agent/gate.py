@@ -194,7 +194,7 @@ class Gate:
                 return f"evidence {eid} did not reproduce: re-running it gave a different result"
         try:
             sq = cube_mod.segment_query(self.ctx, self.q, f.segment)
-            cube_mod.run_segment_query(self.ctx, self.q, sq, self.analysis.cells, f.segment)
+            cube_mod.run_segment_query(self.ctx, self.q, sq, f.segment)
         except SqlToolError as exc:
             return f"the segment's query failed: {exc.message}"
         f.sql, f.params, f.formula = sq.sql, _jsonable(sq.params), sq.formula

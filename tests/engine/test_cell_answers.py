@@ -11,8 +11,7 @@ source, every call counted). The same checks on real Postgres 16 are in
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
@@ -33,6 +32,7 @@ from tests.support.cell_calls import (
     qargs,
 )
 from tests.support.pg_source import differences
+from tests.support.provenance import source_beside
 
 # Slow end to end (planted scenarios investigated and their tool calls re-run):
 # left to `make test-slow`, which CI runs.
@@ -49,15 +49,9 @@ def scenario_db(tmp_path: Path, name: str) -> Path:
     return db
 
 
-@contextmanager
-def _source(run: Run) -> Iterator[ToolContext]:
-    """The source beside the run: a second connection to its file, without its cells (one
-    process opens a file's database once)."""
-    twin = run.ctx.sibling()
-    try:
-        yield twin
-    finally:
-        twin.close()
+def _source(run: Run) -> AbstractContextManager[ToolContext]:
+    """The source beside the run: a second connection to its file, without its cells."""
+    return source_beside(run.ctx)
 
 
 @pytest.fixture(scope="module", params=NAMES)

@@ -13,6 +13,7 @@ from sqlglot import exp
 
 from sql_tools import (
     Column,
+    OnCells,
     Params,
     QueryOutput,
     Source,
@@ -184,14 +185,16 @@ class _Query:
         """Attach FROM and joins to ``select``."""
         return self.src.apply(select)
 
-    def run(self, tree: exp.Expression, max_rows: int) -> QueryOutput:
-        """Render ``tree`` and run it on the sandboxed connection, unless a shared pass has
-        already answered it (the question's check answers the coverage or null counts)."""
+    def run(
+        self, tree: exp.Expression, max_rows: int, on_cells: OnCells | None = None
+    ) -> QueryOutput:
+        """Render ``tree`` and read it through the context's reader (a shared pass may have
+        answered it already: the question's check answers the coverage or null counts; the
+        question's stored cells, through ``on_cells``)."""
         sql = self.sql(tree)
-        held = self.scope.ctx.held.take(sql, self.params.values)
-        if held is not None:
-            return held
-        return self.scope.ctx.run(sql, self.params.values, max_rows=max_rows)
+        return self.scope.ctx.reader.read(
+            sql, self.params.values, max_rows=max_rows, on_cells=on_cells
+        )
 
     def sql(self, tree: exp.Expression) -> str:
         """``tree`` as the connection's SQL."""

@@ -3,14 +3,13 @@ and ``segment_missing_days``."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from datetime import date
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlglot import exp
 
-from sql_tools import Column, QueryOutput, ident, to_sql
+from sql_tools import CellQuery, Column, QueryOutput, ident
 from sql_tools.catalog import jsonable
 from tasks.engine.quality._scope import (
     WHICH,
@@ -26,9 +25,6 @@ from tasks.engine.quality._scope import (
 from tasks.engine.quality.coverage import _Coverage
 from tasks.engine.quality.grain import Grain, grain_of, profiled_dates
 from tasks.engine.result import DataQualityIssue
-
-if TYPE_CHECKING:
-    from tasks.engine.leaf_days import LeafDays
 
 SEGMENT_MIN_SHARE = 0.01
 """A segment is checked for missing days when it holds at least this share of baseline rows..."""
@@ -59,20 +55,17 @@ class _DayCounts:
     segments: list[_SegmentDays]
 
 
-def _day_counts(scope: _Scope, cells: LeafDays | None = None) -> _DayCounts:
-    """Run the days query and sort its rows into day totals and per-segment presence: on the
-    stored ``cells`` when they hold every dimension checked (the evidence keeps the query on
-    the source)."""
+def _day_counts(scope: _Scope) -> _DayCounts:
+    """Run the days query and sort its rows into day totals and per-segment presence: from the
+    question's stored cells when the reader has them and they hold every dimension checked
+    (the evidence keeps the query on the source)."""
     tree, q = _days_query(scope)
     k = len(scope.segment_dimensions)
     b, c = scope.range("baseline"), scope.range("comparison")
     # day totals for both periods, plus for each steady value (at most 100 per dimension:
     # each holds >= 1% of rows) its comparison days and its first baseline day
     max_rows = b.days + c.days + k * 100 * (c.days + 1) + 1
-    if cells is not None and _counted(scope, cells):
-        out = _on_cells(scope, cells, tree, q, max_rows)
-    else:
-        out = q.run(tree, max_rows=max_rows)
+    out = q.run(tree, max_rows=max_rows, on_cells=lambda cells: _on_cells(scope, cells))
     idx = {name: i for i, name in enumerate(out.columns)}
     full = 2**k - 1
     by_set = {value_set(k, i): i for i in range(k)}
@@ -109,25 +102,18 @@ def value_set(k: int, i: int) -> int:
     return 2**k - 1 - 2 ** (k - 1 - i)
 
 
-def _counted(scope: _Scope, cells: LeafDays) -> bool:
-    """Whether the stored cells hold the rows per day and value of every column checked: the
-    cells hold the columns, or the one pass counted their rows per day and value."""
+def _on_cells(scope: _Scope, cells: Any) -> CellQuery | None:
+    """The days query on the stored cells (the engine's :class:`~tasks.engine.leaf_days.
+    LeafDays`): the same query, its rows per day and value summed from the cells instead of
+    counted from the rows; None unless they are the question's and hold the rows per day and
+    value of every column checked (they hold the columns, or the one pass counted them)."""
     checked = [d.ref for d in scope.segment_dimensions]
-    return cells.covers(dict.fromkeys(checked)) or cells.day_columns == checked
-
-
-def _on_cells(
-    scope: _Scope, cells: LeafDays, tree: exp.Select, q: _Query, max_rows: int
-) -> QueryOutput:
-    """The days query's rows from the stored cells, as the output of ``tree`` (its SQL on the
-    source and its parameters): the same query, its rows per day and value summed from
-    the cells instead of counted from the rows."""
+    if not cells.asks(scope.question, {}):
+        return None
+    if not (cells.covers(dict.fromkeys(checked)) or cells.day_columns == checked):
+        return None
     local, lq = _days_query(scope, cells)
-    start = time.perf_counter()
-    columns, rows = cells.fetch(local, lq.params.values, max_rows)
-    elapsed = (time.perf_counter() - start) * 1000
-    params = {k: jsonable(v) for k, v in q.params.values.items()}
-    return QueryOutput(columns, rows, to_sql(tree, scope.ctx.dialect), params, elapsed)
+    return local, lq.params.values
 
 
 def _by_day_and_value(
@@ -149,7 +135,7 @@ def _by_day_and_value(
     return select, exp.GroupingSets(expressions=sets)
 
 
-def _grouped_cells(scope: _Scope, cells: LeafDays) -> exp.Select:
+def _grouped_cells(scope: _Scope, cells: Any) -> exp.Select:
     """The days query's first step on the stored cells: rows per day, overall and per value of
     each dimension, summed from the cells (the same filters and periods made them); or, when
     the cells do not hold the dimensions, the rows per day and value the one pass counted."""
@@ -170,7 +156,7 @@ def _grouped_cells(scope: _Scope, cells: LeafDays) -> exp.Select:
     return select.from_(exp.alias_(exp.paren(picked), "c", table=True)).group_by(sets)
 
 
-def _days_query(scope: _Scope, cells: LeafDays | None = None) -> tuple[exp.Select, _Query]:
+def _days_query(scope: _Scope, cells: Any = None) -> tuple[exp.Select, _Query]:
     """Rows per day, overall and per value of every dimension, in one pass (``GROUPING SETS``).
 
     Output: the day totals of both periods (``set`` = ``2^k - 1``, every dimension rolled up),

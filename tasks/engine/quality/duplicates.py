@@ -199,7 +199,7 @@ def held_ahead(ctx: ToolContext, q: Question, dims: Sequence[str]) -> Ahead | No
     they are not held (the check then runs its own query)."""
     scope = _Scope.build(ctx, q, dims)
     tree, counting = coverage_query(scope) if scope.time is not None else null_query(scope)
-    counted = ctx.held.peek(counting.sql(tree), counting.params.values)
+    counted = ctx.reader.peek(counting.sql(tree), counting.params.values)
     if counted is None:
         return None
     row = dict(zip(counted.columns, counted.rows[0], strict=True))
