@@ -39,11 +39,11 @@ from pydantic import BaseModel
 from sqlglot import exp
 
 from sql_tools import (
+    CellQuery,
     Column,
     Filter,
     Measure,
     Params,
-    CellQuery,
     Source,
     SourceQuery,
     SqlToolError,
@@ -57,7 +57,7 @@ from sql_tools import (
 from sql_tools.aggregate import AggregateInput, AggregateQuery
 from sql_tools.catalog import INTEGER_TYPES
 from sql_tools.compare_periods import ComparePeriodsInput, ComparePeriodsQuery
-from tasks.engine.engine_sql import EngineSql, _col
+from tasks.engine.engine_sql import EngineSql
 from tasks.engine.spec import Question
 
 EQUALITY = ("=", "!=", "in", "not_in", "is_null", "not_null")
@@ -128,7 +128,7 @@ class CellAnswers:
             return None
         if ref not in self.dims:
             return None
-        c = _col(f"d{self.dims.index(ref)}")
+        c = exp.column(f"d{self.dims.index(ref)}", quoted=True)
         params = Params()
         listed = exp.In(this=c.copy(), expressions=[params.bind(v) for v in set(values)])
         return self._select([c], [listed]).distinct(), params.values
@@ -146,7 +146,10 @@ class CellAnswers:
         if times:
             raise _Source
         groups = self._groups(src, inp.group_by)
-        sides = [exp.EQ(this=_col("__p"), expression=exp.Literal.number(p)) for p in (0, 1)]
+        sides = [
+            exp.EQ(this=exp.column("__p", quoted=True), expression=exp.Literal.number(p))
+            for p in (0, 1)
+        ]
         values = [self._measure(src, inp.metric, side).as_(name) for side, name in
                   zip(sides, (private("baseline"), private("comparison")), strict=True)]  # fmt: skip
         rows = [
@@ -198,7 +201,7 @@ class CellAnswers:
             raise _Source
         conds, times = self._filters(src, inp.filters, params)
         lo, hi = self._days(times)
-        day = _col("__day")
+        day = exp.column("__day", quoted=True)
         conds.append(exp.Between(this=day, low=params.bind(lo), high=params.bind(hi)))
         groups = self._groups(src, inp.group_by)
         measures = [
@@ -299,9 +302,11 @@ class CellAnswers:
         for i, g in enumerate(group_by):
             col = src.resolve(g)
             if col.ref in self.dims:
-                out.append(_col(f"d{self.dims.index(col.ref)}").as_(column_alias(i)))
+                out.append(
+                    exp.column(f"d{self.dims.index(col.ref)}", quoted=True).as_(column_alias(i))
+                )
             elif col.ref == self.time.ref and col.kind == "date" and self.q.periods.by_dates:
-                out.append(_col("__day").as_(column_alias(i)))
+                out.append(exp.column("__day", quoted=True).as_(column_alias(i)))
             else:
                 raise _Source
         return out
@@ -351,7 +356,7 @@ class _OnCells:
         return self.src.resolve(ref, field_name)
 
     def expr(self, col: Column) -> exp.Column:
-        return _col(f"d{self.dims.index(col.ref)}")
+        return exp.column(f"d{self.dims.index(col.ref)}", quoted=True)
 
 
 def _key(src: Source, f: Filter) -> tuple[str, str, str]:
@@ -361,7 +366,7 @@ def _key(src: Source, f: Filter) -> tuple[str, str, str]:
 
 def _total(name: str, side: exp.Expression | None) -> exp.Expression:
     """The sum of cell column ``name`` (in one period when ``side`` is given)."""
-    total: exp.Expression = exp.Sum(this=_col(name))
+    total: exp.Expression = exp.Sum(this=exp.column(name, quoted=True))
     if side is not None:
         total = exp.Filter(this=total, expression=exp.Where(this=side.copy()))
     return total

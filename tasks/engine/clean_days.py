@@ -52,7 +52,13 @@ from sql_tools.words import share_of
 from tasks.engine import significance as sig
 from tasks.engine.distributions import ttest_rel, ttest_welch
 from tasks.engine.quality.grain import DAY, Grain, by_unit
-from tasks.engine.result import DataQualityIssue, DataQualityNote, Evidence, Segment
+from tasks.engine.result import (
+    DataQualityIssue,
+    DataQualityNote,
+    Evidence,
+    Segment,
+    json_params,
+)
 from tasks.engine.segment_numbers import daily_series, segment_question
 from tasks.engine.spec import Question
 
@@ -201,7 +207,7 @@ class _Series:
                 tool="sql",
                 arguments={"check": "per_day", "segment": segment},
                 sql=sql,
-                params={k: _jsonable(v) for k, v in params.items()},
+                params=json_params(params),
             ),
             unit=grain.unit,
         )
@@ -217,10 +223,6 @@ class _Series:
             evidence=self.evidence,
             unit=self.unit,
         )
-
-
-def _jsonable(v: Any) -> Any:
-    return v.isoformat() if hasattr(v, "isoformat") else v
 
 
 def _kept(clean: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], bool]:

@@ -22,7 +22,6 @@ from sql_tools import (
     ToolContext,
     ToolInputError,
     finite_or_null,
-    ident,
     label_value,
     may_be_non_finite,
     where_clause,
@@ -36,16 +35,12 @@ STATS = ("n", "d", "qn", "qd", "qnd", "rows")
 DAY_STATS = ("vn", "vd", "vnd", "cells")
 
 
-def _col(name: str, table: str | None = None) -> exp.Column:
-    return exp.Column(this=ident(name), table=ident(table) if table else None)
-
-
 def _fn(name: str, *args: exp.Expression) -> exp.Expression:
     return exp.Anonymous(this=name, expressions=list(args))
 
 
 def _filtered_sum(value: exp.Expression, period: int) -> exp.Expression:
-    cond = exp.EQ(this=_col("__p"), expression=exp.Literal.number(period))
+    cond = exp.EQ(this=exp.column("__p", quoted=True), expression=exp.Literal.number(period))
     return exp.Filter(
         this=exp.Sum(this=value),
         expression=exp.Where(this=cond),
@@ -207,7 +202,7 @@ class EngineSql:
             b = self.base()
             aggs: list[exp.Expression] = []
             for p, suffix in ((0, "b"), (1, "c")):
-                n, d = _col("__n"), _col("__d")
+                n, d = exp.column("__n", quoted=True), exp.column("__d", quoted=True)
                 aggs += [
                     exp.alias_(_filtered_sum(n, p), f"n{suffix}"),
                     exp.alias_(
@@ -227,9 +222,9 @@ class EngineSql:
                         ),
                     ]
             return (
-                exp.select(*[_col(c) for c in dcols], *aggs)
+                exp.select(*[exp.column(c, quoted=True) for c in dcols], *aggs)
                 .from_(exp.alias_(exp.paren(b), "b", table=True))
-                .group_by(*[_col(c) for c in dcols])
+                .group_by(*[exp.column(c, quoted=True) for c in dcols])
             )
         # distinct counts: deduplicate per leaf, period (and day for a daily grain) first
         b = self.base(with_day=daily)
@@ -242,20 +237,25 @@ class EngineSql:
             elif agg.fn == "count_distinct":
                 inner_aggs.append(
                     exp.alias_(
-                        exp.Count(this=exp.Distinct(expressions=[_col(f"__u{role}")])), f"__{role}"
+                        exp.Count(
+                            this=exp.Distinct(expressions=[exp.column(f"__u{role}", quoted=True)])
+                        ),
+                        f"__{role}",
                     )
                 )
             else:
-                inner_aggs.append(exp.alias_(exp.Sum(this=_col(f"__{role}")), f"__{role}"))
+                inner_aggs.append(
+                    exp.alias_(exp.Sum(this=exp.column(f"__{role}", quoted=True)), f"__{role}")
+                )
         inner_aggs.append(exp.alias_(exp.Count(this=exp.Star()), "__rows"))
         dedup = (
-            exp.select(*[_col(k) for k in keys], *inner_aggs)
+            exp.select(*[exp.column(k, quoted=True) for k in keys], *inner_aggs)
             .from_(exp.alias_(exp.paren(b), "b", table=True))
-            .group_by(*[_col(k) for k in keys])
+            .group_by(*[exp.column(k, quoted=True) for k in keys])
         )
         aggs = []
         for p, suffix in ((0, "b"), (1, "c")):
-            n, d = _col("__n"), _col("__d")
+            n, d = exp.column("__n", quoted=True), exp.column("__d", quoted=True)
             aggs += [
                 exp.alias_(_filtered_sum(n, p), f"n{suffix}"),
                 exp.alias_(_filtered_sum(d, p), f"d{suffix}"),
@@ -263,18 +263,18 @@ class EngineSql:
                 exp.alias_(_filtered_sum(n.copy(), p), f"qn{suffix}"),
                 exp.alias_(_filtered_sum(d.copy(), p), f"qd{suffix}"),
                 exp.alias_(_filtered_sum(exp.Literal.number(0), p), f"qnd{suffix}"),
-                exp.alias_(_filtered_sum(_col("__rows"), p), f"rows{suffix}"),
+                exp.alias_(_filtered_sum(exp.column("__rows", quoted=True), p), f"rows{suffix}"),
             ]
         return (
-            exp.select(*[_col(c) for c in dcols], *aggs)
+            exp.select(*[exp.column(c, quoted=True) for c in dcols], *aggs)
             .from_(exp.alias_(exp.paren(dedup), "u", table=True))
-            .group_by(*[_col(c) for c in dcols])
+            .group_by(*[exp.column(c, quoted=True) for c in dcols])
         )
 
     def _cell_sums(self) -> list[exp.Expression]:
         """A cell's sums of its rows' numerator and denominator, their squares and product, and
         its rows (``n``, ``qn``, ``rows``, ``d``, ``qd``, ``qnd``)."""
-        n, d = _col("__n"), _col("__d")
+        n, d = exp.column("__n", quoted=True), exp.column("__d", quoted=True)
         sums: list[exp.Expression] = [
             exp.alias_(exp.Sum(this=n), "n"),
             exp.alias_(exp.Sum(this=exp.Mul(this=n.copy(), expression=n.copy())), "qn"),
@@ -300,22 +300,22 @@ class EngineSql:
         dcols = [f"d{j}" for j in range(len(self.dims))]
         keys = [*dcols, "__p", *(["__day"] if with_day else [])]
         return (
-            exp.select(*[_col(k) for k in keys], *self._cell_sums())
+            exp.select(*[exp.column(k, quoted=True) for k in keys], *self._cell_sums())
             .from_(exp.alias_(exp.paren(self.base(with_day=with_day)), "b", table=True))
-            .group_by(*[_col(k) for k in keys])
+            .group_by(*[exp.column(k, quoted=True) for k in keys])
         )
 
     def _leaves_of_cells(self, dcols: list[str], cells: exp.Expression) -> exp.Select:
         """Each leaf's per-period statistics, summed from its stored cells."""
         aggs = [
-            exp.alias_(_filtered_sum(_col(x), p), f"{x}{suffix}")
+            exp.alias_(_filtered_sum(exp.column(x, quoted=True), p), f"{x}{suffix}")
             for p, suffix in ((0, "b"), (1, "c"))
             for x in self.cell_sums
         ]
         return (
-            exp.select(*[_col(c) for c in dcols], *aggs)
+            exp.select(*[exp.column(c, quoted=True) for c in dcols], *aggs)
             .from_(cells.copy())
-            .group_by(*[_col(c) for c in dcols])
+            .group_by(*[exp.column(c, quoted=True) for c in dcols])
         )
 
     def _leaves_by_day(self, dcols: list[str], cells: exp.Expression | None) -> exp.Select:
@@ -333,19 +333,28 @@ class EngineSql:
             squares += [("vd", "d", "d"), ("vnd", "n", "d")]
         aggs: list[exp.Expression] = []
         for p, suffix in ((0, "b"), (1, "c")):
-            aggs += [exp.alias_(_filtered_sum(_col(x), p), f"{x}{suffix}") for x in sums]
+            aggs += [
+                exp.alias_(_filtered_sum(exp.column(x, quoted=True), p), f"{x}{suffix}")
+                for x in sums
+            ]
             # days with rows ("cells"): a leaf of one row per day is pre-aggregated data
             aggs.append(exp.alias_(_filtered_sum(exp.Literal.number(1), p), f"cells{suffix}"))
             aggs += [
                 exp.alias_(
-                    _filtered_sum(exp.Mul(this=_col(a), expression=_col(b)), p), f"{v}{suffix}"
+                    _filtered_sum(
+                        exp.Mul(
+                            this=exp.column(a, quoted=True), expression=exp.column(b, quoted=True)
+                        ),
+                        p,
+                    ),
+                    f"{v}{suffix}",
                 )
                 for v, a, b in squares
             ]
         return (
-            exp.select(*[_col(c) for c in dcols], *aggs)
+            exp.select(*[exp.column(c, quoted=True) for c in dcols], *aggs)
             .from_(day_cells)
-            .group_by(*[_col(c) for c in dcols])
+            .group_by(*[exp.column(c, quoted=True) for c in dcols])
         )
 
     def cover_cells(self, covers: list[tuple[int, ...]]) -> exp.Select:
@@ -361,20 +370,23 @@ class EngineSql:
         daily = m.grain == "day" and self.q.periods.by_dates and self.distinct
         aggs: list[exp.Expression] = []
         for p, suffix in ((0, "b"), (1, "c")):
-            n, d = _col("__n"), _col("__d")
+            n, d = exp.column("__n", quoted=True), exp.column("__d", quoted=True)
             roles = [("n", m.numerator, n)]
             if self.has_denominator:
                 roles.append(("d", m.denominator, d))
             for role, agg, val in roles:
                 if agg is not None and agg.fn == "count_distinct":
                     # a daily grain counts distinct (value, day) pairs: the per-day counts summed
-                    key: exp.Expression = _col(f"__u{role}")
+                    key: exp.Expression = exp.column(f"__u{role}", quoted=True)
                     if daily:
-                        key = _fn("hash", key, _col("__day"))
+                        key = _fn("hash", key, exp.column("__day", quoted=True))
                     approx = exp.Filter(
                         this=_fn("approx_count_distinct", key),
                         expression=exp.Where(
-                            this=exp.EQ(this=_col("__p"), expression=exp.Literal.number(p))
+                            this=exp.EQ(
+                                this=exp.column("__p", quoted=True),
+                                expression=exp.Literal.number(p),
+                            )
                         ),
                     )
                     aggs += [
@@ -399,11 +411,19 @@ class EngineSql:
                 )
 
         grouping = exp.GroupingSets(
-            expressions=[exp.Tuple(expressions=[_col(dcols[j]) for j in c]) for c in covers]
+            expressions=[
+                exp.Tuple(expressions=[exp.column(dcols[j], quoted=True) for j in c])
+                for c in covers
+            ]
         )
         sel = [
-            exp.alias_(exp.Anonymous(this="GROUPING", expressions=[_col(c) for c in dcols]), "__g"),
-            *[_col(c) for c in dcols],
+            exp.alias_(
+                exp.Anonymous(
+                    this="GROUPING", expressions=[exp.column(c, quoted=True) for c in dcols]
+                ),
+                "__g",
+            ),
+            *[exp.column(c, quoted=True) for c in dcols],
             *aggs,
         ]
         base = self.base(with_day=daily)
@@ -421,15 +441,22 @@ class EngineSql:
             sets += [c for c in combinations(dcols, depth) if len(c) < k]
         sets.append(())
         grouping = exp.GroupingSets(
-            expressions=[exp.Tuple(expressions=[_col(c) for c in s]) for s in sets]
+            expressions=[
+                exp.Tuple(expressions=[exp.column(c, quoted=True) for c in s]) for s in sets
+            ]
         )
         stat_cols = self.stat_names()
         sel = [
-            exp.alias_(exp.Anonymous(this="GROUPING", expressions=[_col(c) for c in dcols]), "__g")
+            exp.alias_(
+                exp.Anonymous(
+                    this="GROUPING", expressions=[exp.column(c, quoted=True) for c in dcols]
+                ),
+                "__g",
+            )
             if k
             else exp.alias_(exp.Literal.number(0), "__g"),
-            *[_col(c) for c in dcols],
-            *[exp.alias_(exp.Sum(this=_col(s)), s) for s in stat_cols],
+            *[exp.column(c, quoted=True) for c in dcols],
+            *[exp.alias_(exp.Sum(this=exp.column(s, quoted=True)), s) for s in stat_cols],
         ]
         leaves = exp.alias_(exp.paren(self.leaves(cells)), "leaves", table=True)
         tree = exp.select(*sel).from_(leaves)
@@ -444,15 +471,20 @@ class EngineSql:
         for role, agg in (("n", m.numerator), ("d", m.denominator)):
             if agg is not None and agg.fn == "count_distinct":
                 aggs.append(
-                    exp.alias_(exp.Count(this=exp.Distinct(expressions=[_col(f"__u{role}")])), role)
+                    exp.alias_(
+                        exp.Count(
+                            this=exp.Distinct(expressions=[exp.column(f"__u{role}", quoted=True)])
+                        ),
+                        role,
+                    )
                 )
             else:
-                aggs.append(exp.alias_(exp.Sum(this=_col(f"__{role}")), role))
+                aggs.append(exp.alias_(exp.Sum(this=exp.column(f"__{role}", quoted=True)), role))
         tree = (
-            exp.select(_col("__day"), _col("__p"), *aggs)
+            exp.select(exp.column("__day", quoted=True), exp.column("__p", quoted=True), *aggs)
             .from_(exp.alias_(exp.paren(b), "b", table=True))
-            .group_by(_col("__day"), _col("__p"))
-            .order_by(_col("__day"))
+            .group_by(exp.column("__day", quoted=True), exp.column("__p", quoted=True))
+            .order_by(exp.column("__day", quoted=True))
         )
         return tree
 
@@ -464,16 +496,21 @@ class EngineSql:
         keys = ["__p", *(["__day"] if daily else [])]
         inner = (
             exp.select(
-                *[_col(k) for k in keys],
-                exp.alias_(exp.Count(this=exp.Distinct(expressions=[_col("__un")])), "n"),
+                *[exp.column(k, quoted=True) for k in keys],
+                exp.alias_(
+                    exp.Count(this=exp.Distinct(expressions=[exp.column("__un", quoted=True)])), "n"
+                ),
             )
             .from_(exp.alias_(exp.paren(b), "b", table=True))
-            .group_by(*[_col(k) for k in keys])
+            .group_by(*[exp.column(k, quoted=True) for k in keys])
         )
         return (
-            exp.select(_col("__p"), exp.alias_(exp.Sum(this=_col("n")), "n"))
+            exp.select(
+                exp.column("__p", quoted=True),
+                exp.alias_(exp.Sum(this=exp.column("n", quoted=True)), "n"),
+            )
             .from_(exp.alias_(exp.paren(inner), "i", table=True))
-            .group_by(_col("__p"))
+            .group_by(exp.column("__p", quoted=True))
         )
 
 

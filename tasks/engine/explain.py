@@ -38,6 +38,7 @@ from tasks.engine.result import (
     MetricInfo,
     PeriodValue,
     Segment,
+    json_params,
 )
 from tasks.engine.search import (
     Search,
@@ -289,7 +290,7 @@ def _explained(
             "screening": _screening_stats(screening),
             "elapsed_ms": round((time.perf_counter() - t0) * 1000, 1),
             "sql": cube.sql,
-            "params": {k: _jsonable(v) for k, v in cube.params.items()},
+            "params": json_params(cube.params),
         },
     )
     cause_p = {
@@ -347,10 +348,6 @@ def _screening_stats(sc: screen_mod.Screening | None) -> dict[str, Any] | None:
         "elapsed_ms": round(sc.elapsed_ms, 1),
         "sql": sc.sql,
     }
-
-
-def _jsonable(v: Any) -> Any:
-    return v.isoformat() if hasattr(v, "isoformat") else v
 
 
 def _days(p: DateRange | str) -> int | None:
@@ -447,7 +444,7 @@ def _evidence(ctx: ToolContext, q: Question, segment: dict[str, Any]) -> Evidenc
         tool="metric_compare_periods",
         arguments=args,
         sql=sq.sql,
-        params={k: _jsonable(v) for k, v in sq.params.items()},
+        params=json_params(sq.params),
         result={"formula": sq.formula},
     )
 

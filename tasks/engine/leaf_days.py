@@ -51,7 +51,7 @@ from sql_tools import (
 from sql_tools.catalog import jsonable
 from tasks.engine.cell_answers import CellAnswers
 from tasks.engine.cube import MAX_DIMENSION_VALUES, estimated_leaves
-from tasks.engine.engine_sql import EngineSql, _col
+from tasks.engine.engine_sql import EngineSql
 from tasks.engine.quality._scope import _count_if
 from tasks.engine.quality.days import value_set
 from tasks.engine.quality.duplicates import (
@@ -217,7 +217,7 @@ class LeafDays:
         params = Params()
         conds: list[exp.Expression] = []
         for k, v in segment.items():
-            c = _col(f"d{self.dims.index(k)}")
+            c = exp.column(f"d{self.dims.index(k)}", quoted=True)
             if v is None:
                 conds.append(exp.Is(this=c, expression=exp.Null()))
             else:
@@ -227,13 +227,13 @@ class LeafDays:
         d = "d" if "d" in self.sql.cell_sums else "rows"
         tree = (
             exp.select(
-                *[_col(k) for k in keys],
-                exp.alias_(exp.Sum(this=_col("n")), "n"),
-                exp.alias_(exp.Sum(this=_col(d)), "d"),
+                *[exp.column(k, quoted=True) for k in keys],
+                exp.alias_(exp.Sum(this=exp.column("n", quoted=True)), "n"),
+                exp.alias_(exp.Sum(this=exp.column(d, quoted=True)), "d"),
             )
             .from_(self.table)
-            .group_by(*[_col(k) for k in keys])
-            .order_by(*[_col(k) for k in reversed(keys)])
+            .group_by(*[exp.column(k, quoted=True) for k in keys])
+            .order_by(*[exp.column(k, quoted=True) for k in reversed(keys)])
         )
         if conds:
             tree = tree.where(exp.and_(*conds))
@@ -377,37 +377,55 @@ def cells_with_copies(
     units = ["__p", *(["__day"] if with_day else [])]
     sets = exp.GroupingSets(
         expressions=[
-            exp.Tuple(expressions=[_col(k) for k in keys]),
-            exp.Tuple(expressions=[_col(k) for k in [*units, "__h"]]),
-            *[exp.Tuple(expressions=[_col(k) for k in [*units, v]]) for v in vcols],
+            exp.Tuple(expressions=[exp.column(k, quoted=True) for k in keys]),
+            exp.Tuple(expressions=[exp.column(k, quoted=True) for k in [*units, "__h"]]),
+            *[
+                exp.Tuple(expressions=[exp.column(k, quoted=True) for k in [*units, v]])
+                for v in vcols
+            ],
         ]
     )
-    grouping = [exp.alias_(exp.Anonymous(this="GROUPING", expressions=[_col("__h")]), "__cell")]
+    grouping = [
+        exp.alias_(
+            exp.Anonymous(this="GROUPING", expressions=[exp.column("__h", quoted=True)]), "__cell"
+        )
+    ]
     if vcols:
-        by_value = exp.Anonymous(this="GROUPING", expressions=[_col(v) for v in vcols])
+        by_value = exp.Anonymous(
+            this="GROUPING", expressions=[exp.column(v, quoted=True) for v in vcols]
+        )
         grouping.append(exp.alias_(by_value, "__set"))
     inner: exp.Select = exp.select(
-        *[_col(k) for k in [*keys, *vcols]], *sql._cell_sums(), *grouping, _col("__h")
+        *[exp.column(k, quoted=True) for k in [*keys, *vcols]],
+        *sql._cell_sums(),
+        *grouping,
+        exp.column("__h", quoted=True),
     )
     rows = sql.base(with_day=with_day).select(h.as_("__h"), *values)
     inner = inner.from_(exp.alias_(exp.paren(rows), "b", table=True))
     inner.set("group", exp.Group(grouping_sets=[sets]))
-    hashed = exp.Not(this=exp.Is(this=_col("__h"), expression=exp.Null()))
+    hashed = exp.Not(this=exp.Is(this=exp.column("__h", quoted=True), expression=exp.Null()))
     flags = ["__cell", *(["__set"] if vcols else [])]
     return (
         exp.select(
-            *[_col(k) for k in [*keys, *vcols]],
-            *[exp.alias_(exp.Min(this=_col(x)), x) for x in sql.cell_sums],
-            *[_col(k) for k in flags],
+            *[exp.column(k, quoted=True) for k in [*keys, *vcols]],
+            *[exp.alias_(exp.Min(this=exp.column(x, quoted=True)), x) for x in sql.cell_sums],
+            *[exp.column(k, quoted=True) for k in flags],
             exp.alias_(
-                exp.Filter(this=exp.Sum(this=_col("rows")), expression=exp.Where(this=hashed)),
+                exp.Filter(
+                    this=exp.Sum(this=exp.column("rows", quoted=True)),
+                    expression=exp.Where(this=hashed),
+                ),
                 "__rows",
             ),
             exp.alias_(_count_if(hashed.copy()), "__distinct"),
-            *[multiple_of(_col("rows"), f, hashed).as_(f"__x{f}") for f in DUPLICATE_FOLDS],
+            *[
+                multiple_of(exp.column("rows", quoted=True), f, hashed).as_(f"__x{f}")
+                for f in DUPLICATE_FOLDS
+            ],
         )
         .from_(exp.alias_(exp.paren(inner), "g", table=True))
-        .group_by(*[_col(k) for k in [*keys, *vcols, *flags]])
+        .group_by(*[exp.column(k, quoted=True) for k in [*keys, *vcols, *flags]])
     )
 
 

@@ -16,7 +16,7 @@ import pyarrow as pa
 from sqlglot import exp
 
 from sql_tools import Filter, ToolContext, to_sql
-from tasks.engine.engine_sql import EngineSql, _col, period_scales
+from tasks.engine.engine_sql import EngineSql, period_scales
 from tasks.engine.spec import DateRange, Question
 
 
@@ -98,24 +98,26 @@ def segment_query(ctx: ToolContext, q: Question, segment: dict[str, Any]) -> Seg
     inner_aggs = []
     for role, agg in (("n", metric.numerator), ("d", metric.denominator)):
         if agg is not None and agg.fn == "count_distinct":
-            value = exp.Count(this=exp.Distinct(expressions=[_col(f"__u{role}")]))
+            value = exp.Count(
+                this=exp.Distinct(expressions=[exp.column(f"__u{role}", quoted=True)])
+            )
         else:
-            value = exp.Sum(this=_col(f"__{role}"))
+            value = exp.Sum(this=exp.column(f"__{role}", quoted=True))
         inner_aggs.append(exp.alias_(value, role))
     inner = (
-        exp.select(*[_col(k) for k in keys], *inner_aggs)
+        exp.select(*[exp.column(k, quoted=True) for k in keys], *inner_aggs)
         .from_(exp.alias_(exp.paren(sq.base(with_dims=False, with_day=daily)), "b", table=True))
-        .group_by(*[_col(k) for k in keys])
+        .group_by(*[exp.column(k, quoted=True) for k in keys])
     )
     tree = (
         exp.select(
-            _col("__p"),
-            exp.alias_(exp.Sum(this=_col("n")), "n"),
-            exp.alias_(exp.Sum(this=_col("d")), "d"),
+            exp.column("__p", quoted=True),
+            exp.alias_(exp.Sum(this=exp.column("n", quoted=True)), "n"),
+            exp.alias_(exp.Sum(this=exp.column("d", quoted=True)), "d"),
         )
         .from_(exp.alias_(exp.paren(inner), "i", table=True))
-        .group_by(_col("__p"))
-        .order_by(_col("__p"))
+        .group_by(exp.column("__p", quoted=True))
+        .order_by(exp.column("__p", quoted=True))
     )
     if q.metric.kind == "ratio":
         formula = "n / d"

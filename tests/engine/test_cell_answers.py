@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from tasks.request import Request
 from sql_tools import ToolContext
 from tasks import tools as registry
 from tasks.engine.explain import compare_arguments
 from tasks.ingest.load import load_files
+from tasks.request import Request
 from tasks.run import Run
 from tests.engine.test_scenarios import SCENARIOS
 from tests.support.cell_calls import (

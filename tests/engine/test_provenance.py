@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from flows.investigation import Request
 from tasks import tools as registry
 from tasks.ingest.load import load_files
+from tasks.request import Request
 from tasks.run import Run
 from tests.support.cell_calls import charts_from_cells, gate_from_cells, planner_calls
 from tests.support.provenance import assert_same_answer, source_beside

@@ -19,7 +19,6 @@ from sql_tools import (
     Source,
     ToolContext,
     ToolInputError,
-    ident,
     label_value,
     to_sql,
     where_clause,
@@ -201,10 +200,6 @@ class _Query:
         return to_sql(tree, self.scope.ctx.dialect)
 
 
-def _c(name: str, table: str | None = None) -> exp.Column:
-    return exp.Column(this=ident(name), table=ident(table) if table else None)
-
-
 def _count_if(cond: exp.Expression, what: exp.Expression | None = None) -> exp.Expression:
     """``count(what) FILTER (WHERE cond)``; ``count(*)`` when ``what`` is None."""
     agg = exp.Count(this=what if what is not None else exp.Star())
@@ -232,10 +227,6 @@ def _as_day(value: Any) -> date | None:
     if isinstance(value, datetime):
         return value.date()
     return value if isinstance(value, date) else None
-
-
-def _days(start: date, end: date) -> list[date]:
-    return [start + timedelta(days=i) for i in range((end - start).days + 1)]
 
 
 def _list_days(days: Sequence[date]) -> str:

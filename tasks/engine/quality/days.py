@@ -15,7 +15,6 @@ from tasks.engine.quality._scope import (
     WHICH,
     Which,
     _as_day,
-    _c,
     _evidence,
     _list_days,
     _Query,
@@ -142,17 +141,19 @@ def _grouped_cells(scope: _Scope, cells: Any) -> exp.Select:
     if not cells.covers(dict.fromkeys(d.ref for d in scope.segment_dimensions)):
         k = len(scope.segment_dimensions)
         names = ["day", *[f"d{i}" for i in range(k)], "set", "rows"]
-        return exp.select(*[_c(n) for n in names]).from_(cells.day_values)
+        return exp.select(*[exp.column(n, quoted=True) for n in names]).from_(cells.day_values)
     picked = exp.select(
-        _c("__day"),
+        exp.column("__day", quoted=True),
         *[
-            _c(f"d{cells.dims.index(d.ref)}").as_(f"s{i}")
+            exp.column(f"d{cells.dims.index(d.ref)}", quoted=True).as_(f"s{i}")
             for i, d in enumerate(scope.segment_dimensions)
         ],
-        _c("rows"),
+        exp.column("rows", quoted=True),
     ).from_(cells.table)
-    dims = [_c(f"s{i}") for i in range(len(scope.segment_dimensions))]
-    select, sets = _by_day_and_value(_c("__day"), dims, exp.Sum(this=_c("rows")))
+    dims = [exp.column(f"s{i}", quoted=True) for i in range(len(scope.segment_dimensions))]
+    select, sets = _by_day_and_value(
+        exp.column("__day", quoted=True), dims, exp.Sum(this=exp.column("rows", quoted=True))
+    )
     return select.from_(exp.alias_(exp.paren(picked), "c", table=True)).group_by(sets)
 
 
@@ -172,11 +173,13 @@ def _days_query(scope: _Scope, cells: Any = None) -> tuple[exp.Select, _Query]:
     else:
         select, sets = _by_day_and_value(q.day(), dims, exp.Count(this=exp.Star()))
         grouped = q.base(select).where(q.where(q.in_either())).group_by(sets)
-    seg = [_c("set")] + [_c(f"d{i}") for i in range(len(dims))]
-    is_full = exp.EQ(this=_c("set"), expression=exp.Literal.number(full))
+    seg = [exp.column("set", quoted=True)] + [
+        exp.column(f"d{i}", quoted=True) for i in range(len(dims))
+    ]
+    is_full = exp.EQ(this=exp.column("set", quoted=True), expression=exp.Literal.number(full))
 
     def in_b() -> exp.Expression:
-        return q.day_in(_c("day"), "baseline")
+        return q.day_in(exp.column("day", quoted=True), "baseline")
 
     def win(agg: exp.Expression, cond: exp.Expression, by: list[exp.Expression]) -> exp.Window:
         filtered = exp.Filter(this=agg, expression=exp.Where(this=cond))
@@ -185,35 +188,53 @@ def _days_query(scope: _Scope, cells: Any = None) -> tuple[exp.Select, _Query]:
     stats = exp.select(
         exp.Star(),
         in_b().as_("in_baseline"),
-        win(exp.Sum(this=_c("rows")), in_b(), seg).as_("seg_baseline_rows"),
+        win(exp.Sum(this=exp.column("rows", quoted=True)), in_b(), seg).as_("seg_baseline_rows"),
         win(exp.Count(this=exp.Star()), in_b(), seg).as_("seg_baseline_days"),
-        win(exp.Min(this=_c("day")), in_b(), seg).as_("seg_first_day"),
-        win(exp.Sum(this=_c("rows")), exp.and_(in_b(), is_full.copy()), []).as_("baseline_rows"),
+        win(exp.Min(this=exp.column("day", quoted=True)), in_b(), seg).as_("seg_first_day"),
+        win(
+            exp.Sum(this=exp.column("rows", quoted=True)), exp.and_(in_b(), is_full.copy()), []
+        ).as_("baseline_rows"),
         win(exp.Count(this=exp.Star()), exp.and_(in_b(), is_full.copy()), []).as_("baseline_days"),
     ).from_(exp.Table(this=ident("grouped")))
 
     def at_least(col: str, share: float, of: str) -> exp.Expression:
         return exp.GTE(
-            this=_c(col), expression=exp.Mul(this=exp.Literal.number(share), expression=_c(of))
+            this=exp.column(col, quoted=True),
+            expression=exp.Mul(
+                this=exp.Literal.number(share), expression=exp.column(of, quoted=True)
+            ),
         )
 
     steady = exp.and_(
         at_least("seg_baseline_rows", SEGMENT_MIN_SHARE, "baseline_rows"),
         at_least("seg_baseline_days", SEGMENT_MIN_PRESENCE, "baseline_days"),
         exp.or_(
-            exp.Not(this=_c("in_baseline")),
-            exp.EQ(this=_c("day"), expression=_c("seg_first_day")),
+            exp.Not(this=exp.column("in_baseline", quoted=True)),
+            exp.EQ(
+                this=exp.column("day", quoted=True),
+                expression=exp.column("seg_first_day", quoted=True),
+            ),
         ),
     )
     final = (
         exp.select(
-            *[_c(n) for n in ("day", "set", *[f"d{i}" for i in range(len(dims))], "rows")],
-            *[_c(n) for n in ("in_baseline", "seg_baseline_rows", "seg_baseline_days")],
-            *[_c(n) for n in ("baseline_rows", "baseline_days")],
+            *[
+                exp.column(n, quoted=True)
+                for n in ("day", "set", *[f"d{i}" for i in range(len(dims))], "rows")
+            ],
+            *[
+                exp.column(n, quoted=True)
+                for n in ("in_baseline", "seg_baseline_rows", "seg_baseline_days")
+            ],
+            *[exp.column(n, quoted=True) for n in ("baseline_rows", "baseline_days")],
         )
         .from_(exp.Table(this=ident("stats")))
         .where(exp.or_(is_full.copy(), exp.Paren(this=steady)))
-        .order_by(_c("set"), *[_c(f"d{i}") for i in range(len(dims))], _c("day"))
+        .order_by(
+            exp.column("set", quoted=True),
+            *[exp.column(f"d{i}", quoted=True) for i in range(len(dims))],
+            exp.column("day", quoted=True),
+        )
         .with_("grouped", as_=grouped)
         .with_("stats", as_=stats)
     )
