@@ -8,16 +8,18 @@ for arguments the caller can fix and 1 for anything else.
 from __future__ import annotations
 
 import atexit
-import json
 import os
 import sys
 import threading
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
 from sql_tools.output import Figures, dumps, printable
+
+if TYPE_CHECKING:
+    from tasks.request import Request
 
 app = typer.Typer(
     name="drilldown",
@@ -238,41 +240,20 @@ def mcp(
         fail(exc.message)
 
 
-def _investigate(
-    data: list[str] | list[Path],
-    *,
-    metric: str,
-    baseline: str,
-    comparison: str,
-    out: Path,
-    db: Path | None = None,
-    table: str | None = None,
-    time_column: str | None = None,
-    period_column: str | None = None,
-    grain: str | None = None,
-    dimensions: str | None = None,
-    filters: list[str] | None = None,
-    max_depth: int | None = None,
-    min_support: float | None = None,
-    metrics_file: Path | None = None,
-    offline: bool = False,
-    model: str | None = None,
-    remember: bool = True,
-    prefect: bool | None = None,
-    source: str | None = None,
-    loading: dict[str, Any] | None = None,
-) -> None:
-    """Run an investigation (the ``investigate`` flow through Prefect when asked or when a
-    Prefect API is configured, else in-process without Prefect) and print its answer."""
+def _investigate(request: Request, prefect: bool | None = None) -> None:
+    """Run the investigation ``request`` asks for (the ``investigate`` flow through Prefect when
+    asked or when a Prefect API is configured, else in-process without Prefect) and print its
+    answer: the result the investigation returns."""
 
     from sql_tools import SqlToolError
     from tasks.store import StoreError
 
-    if not offline and not os.environ.get("ANTHROPIC_API_KEY"):
+    out = Path(request.out)
+    if not request.offline and not os.environ.get("ANTHROPIC_API_KEY"):
         typer.echo("ANTHROPIC_API_KEY is not set: investigating offline", err=True)
     if prefect is None:
         prefect = bool(os.environ.get("PREFECT_API_URL"))
-    from flows.investigation import Request, investigation
+    from tasks.investigation import investigation
 
     bar: Any = None
     if sys.stderr.isatty():  # a live bar for people; plain lines for logs and pipes
@@ -299,23 +280,13 @@ def _investigate(
         bar.update(bar.tasks[0].id, completed=n)
         bar.console.print(line, markup=False, highlight=False)
 
-    locations = [str(d) for d in data]
     if prefect:  # a flow run records its parameters: a URL's password travels apart
-        locations = [_password_apart(d) for d in locations]
-    request = Request(
-        data=locations, metric=metric, baseline=baseline, comparison=comparison,
-        table=table, time_column=time_column, period_column=period_column, grain=grain,
-        dimensions=[d.strip() for d in dimensions.split(",")] if dimensions else None,
-        filters=filters or None, out=str(out), db=str(db) if db else None, offline=offline,
-        model=model, remember=remember, max_depth=max_depth, min_support=min_support,
-        metrics_file=str(metrics_file) if metrics_file else None, source=source,
-        load_options=loading or None,
-    )  # fmt: skip
+        request = request.model_copy(update={"data": [_password_apart(d) for d in request.data]})
     try:
         if prefect:  # a flow run: progress goes to its logger and its progress artifact
             from flows.investigate import investigate
 
-            summary = investigate(**request.model_dump())
+            summary = investigate(request)
         else:  # in-process, without Prefect
             summary = investigation(request, progress)
     except SqlToolError as exc:
@@ -329,7 +300,7 @@ def _investigate(
     finally:
         if bar is not None:
             bar.stop()
-    result = json.loads((out / "result.json").read_text(encoding="utf-8"))
+    result = summary["result"]
     c = result["change"]
     verdict = "significant" if c["significant"] else "not significant"
     if c.get("noise_unjudged"):
@@ -380,6 +351,7 @@ def _password_apart(location: str) -> str:
 
 @app.command()
 def investigate(
+    ctx: typer.Context,
     data: Annotated[
         list[str],
         typer.Argument(
@@ -413,7 +385,7 @@ def investigate(
     dimensions: Annotated[
         str | None, typer.Option(help="Columns to search, a,b,users.c (default: all dimensions).")
     ] = None,
-    filter_: Annotated[
+    filters: Annotated[
         list[str] | None,
         typer.Option("--filter", help="Row filter such as country=US (repeatable)."),
     ] = None,
@@ -473,30 +445,12 @@ def investigate(
     date_format: DateFormat = None,
 ) -> None:
     """Explain why a metric moved between two periods: report.md and result.json in --out."""
+    from tasks.request import Request
+
     options = load_options(max_rows, max_bytes, encoding, delimiter, decimal_comma, date_format)
-    _investigate(
-        data,
-        metric=metric,
-        baseline=baseline,
-        comparison=comparison,
-        out=out,
-        db=db,
-        table=table,
-        time_column=time_column,
-        period_column=period_column,
-        grain=grain,
-        dimensions=dimensions,
-        filters=filter_,
-        max_depth=max_depth,
-        min_support=min_support,
-        metrics_file=metrics_file,
-        offline=offline,
-        model=model,
-        remember=remember,
-        prefect=prefect,
-        source=source,
-        loading=options.model_dump(exclude_unset=True),
-    )
+    asked = {k: v for k, v in ctx.params.items() if k in Request.model_fields}
+    loading = options.model_dump(exclude_unset=True) or None
+    _investigate(Request(**asked, load_options=loading), prefect)
 
 
 @app.command("postgres-role")
@@ -560,14 +514,18 @@ def demo(
     root = Path(__file__).resolve().parent.parent / "data" / "demo"
     if not root.is_dir():
         fail(f"demo data not found at {root}")
+    from tasks.request import Request
+
     _investigate(
-        [root / "events.csv", root / "users.csv"],
-        metric="sum(revenue)",
-        table="events",
-        time_column="date",
-        baseline="2024-03-18:2024-03-24",
-        comparison="2024-03-25:2024-03-31",
-        out=out,
+        Request(
+            data=[root / "events.csv", root / "users.csv"],
+            metric="sum(revenue)",
+            table="events",
+            time_column="date",
+            baseline="2024-03-18:2024-03-24",
+            comparison="2024-03-25:2024-03-31",
+            out=out,
+        )
     )
     typer.echo(f"\nThe report: {printable(out / 'report.md')}")
 

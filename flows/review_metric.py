@@ -14,8 +14,6 @@ column, a data error). Its result is persisted (JSON), so that a review on anoth
 read it from the result storage they share.
 """
 
-from __future__ import annotations
-
 import threading
 from datetime import date
 from typing import Any, NamedTuple
@@ -26,6 +24,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from flows import steps
 from sql_tools import ToolContext
+from sql_tools.catalog import jsonable
+from tasks.request import Request
 from tasks.run import Run, question_of
 
 
@@ -40,28 +40,21 @@ class Thresholds(BaseModel):
 
 @flow(
     name="review-metric",
-    flow_run_name="{question[metric]}",
+    flow_run_name="{request.metric}",
     persist_result=True,
     result_serializer="json",
 )
 def review_metric(
-    question: dict[str, Any],
-    db: str,
-    data: list[str],
-    out: str,
-    thresholds: Thresholds | None = None,
-    source: str | None = None,
-    offline: bool = False,
-    remember: bool = True,
+    request: Request, db: str, thresholds: Thresholds | None = None
 ) -> dict[str, Any] | State[Any]:
-    """Review one metric: ``question`` holds the ``investigate`` flow's question arguments (a
-    named metric, its periods ``baseline`` and ``comparison``), ``db`` the database the review
-    loaded from the files ``data``; a move beyond ``thresholds`` is investigated into ``out``,
-    remembered under ``source``."""
-    row = measure(question, db, thresholds or Thresholds())
+    """Review one metric: ``request`` is the investigation of its move (a named metric, its
+    periods ``baseline`` and ``comparison``, the review's files as ``data``, its ``out``
+    folder and ``source`` name), ``db`` the database the review loaded from those files; a move
+    beyond ``thresholds`` is investigated."""
+    row = measure(request, db, thresholds or Thresholds())
     if not row["moved"]:
         return row
-    row["investigation"] = _investigate(question, data, out, source, offline, remember)
+    row["investigation"] = _investigate(request)
     if "error" in row["investigation"]:
         return Failed(message=f"investigation failed: {row['investigation']['error']}", data=row)
     return row
@@ -70,16 +63,18 @@ def review_metric(
 # The flow's body names only module-level functions and classes: `flow.serve()` pickles the
 # body by value (the module's name `review_metric` is the flow, not the function) with every
 # global it names, and the lock below cannot be pickled.
+# Its parameters' annotations are the classes themselves (this module does not postpone
+# annotations): a name in a string would not travel with the pickled body.
 
 
-def measure(question: dict[str, Any], db: str, thresholds: Thresholds) -> dict[str, Any]:
+def measure(request: Request, db: str, thresholds: Thresholds) -> dict[str, Any]:
     """The metric's row: its last day with data and, when the data reaches the end of the
     comparison period, its move measured by the engine and whether that move is worth an
     investigation."""
-    end = date.fromisoformat(question["comparison"].split(":")[1])
-    with _READING, Run(db, question) as run:
-        latest = latest_date(run.ctx, question)
-        row: dict[str, Any] = {"metric": question["metric"], "latest_date": _iso(latest.day)}
+    end = date.fromisoformat(request.comparison.split(":")[1])
+    with _READING, Run(db, request.question()) as run:
+        latest = latest_date(run.ctx, request)
+        row: dict[str, Any] = {"metric": request.metric, "latest_date": jsonable(latest.day)}
         if latest.day is None or latest.day < end:
             return {**row, "moved": False, "reason": f"no data through {end}"}
         explanation = steps.decompose(run)
@@ -100,13 +95,13 @@ class Latest(NamedTuple):
     filtered: bool
 
 
-def latest_date(ctx: ToolContext, question: dict[str, Any]) -> Latest:
+def latest_date(ctx: ToolContext, request: Request) -> Latest:
     """The last day with data for the question's metric: in its table, on its time column, among
     the rows its filters keep (``country=US`` has no new data when only other countries
     arrived)."""
     from sql_tools import SQL_TOOLS
 
-    q = question_of(ctx, question, answerable=False)  # the week may not have arrived yet
+    q = question_of(ctx, request.question(), answerable=False)  # the week may not have arrived
     args = {
         "table": q.metric.table,
         "measures": [{"agg": "max", "column": q.periods.time_column}],
@@ -138,30 +133,19 @@ def measurement(explanation: dict[str, Any], thresholds: Thresholds) -> dict[str
     }
 
 
-def _investigate(
-    question: dict[str, Any],
-    data: list[str],
-    out: str,
-    source: str | None,
-    offline: bool,
-    remember: bool,
-) -> dict[str, Any]:
+def _investigate(request: Request) -> dict[str, Any]:
     """Run the ``investigate`` flow as a subflow on the files the review measured (already
     downloaded when they came from Supabase Storage); its folder, run id, link and answer."""
     from prefect.utilities.urls import url_for
 
     from flows.investigate import investigate
 
-    args = {k: v for k, v in question.items() if k in _INVESTIGATE_ARGS}
     # its tasks persist what they choose to, not everything this flow's persisted result would
     # make them persist
-    state = investigate.with_options(persist_result=False)(
-        data=data, out=out, offline=offline, remember=remember, source=source,
-        return_state=True, **args,
-    )  # fmt: skip
+    state = investigate.with_options(persist_result=False)(request, return_state=True)
     run_id = str(state.state_details.flow_run_id)
     found: dict[str, Any] = {
-        "out": out,
+        "out": request.out,
         "flow_run_id": run_id,
         "flow_run_url": url_for("flow-run", obj_id=run_id),
         "state": state.type.value,
@@ -175,17 +159,8 @@ def _investigate(
     return found
 
 
-_INVESTIGATE_ARGS = (
-    "metric", "table", "time_column", "baseline", "comparison", "dimensions", "metrics_file",
-)  # fmt: skip
-
-
 def failure_reason(state: State[Any]) -> str:
     """Why a run did not complete, on one line: its state's message (the exception, for a run
     that raised one)."""
     message = str(state.message or state.name or state.type.value)
     return " ".join(message.removeprefix("Flow run encountered an exception: ").split())
-
-
-def _iso(d: date | None) -> str | None:
-    return None if d is None else d.isoformat()

@@ -42,9 +42,11 @@ from flows import steps
 from flows.metric_runs import METRIC_DEPLOYMENT, child_deployment, review_metrics
 from flows.review_metric import Latest, Thresholds, latest_date
 from sql_tools import one_line
+from sql_tools.catalog import jsonable
 from sql_tools.output import masked
 from tasks.ingest.storage import local_paths, storage_url
 from tasks.outdir import claim, write_file
+from tasks.request import Request
 from tasks.run import data_hash
 
 STATE_FILE = "weekly-review-state.json"
@@ -154,8 +156,12 @@ def _review(
     files = local_paths(review.data, Path(out) / "uploads", say=get_run_logger().info)
     steps.load(files, db)
     h = data_hash(db)
-    questions = {m: question_args(review, m, baseline, comparison) for m in review.metrics}
-    latest = latest_dates(db, questions)
+    requests = {
+        m: metric_request(review, m, (baseline, comparison), files,
+                          str(Path(out) / m / summary["week"]), offline=offline, remember=remember)
+        for m in review.metrics
+    }  # fmt: skip
+    latest = latest_dates(db, requests)
     if nothing := no_new_data(latest, comparison):
         return _skip(summary, nothing)
     state = read_state(out)
@@ -164,18 +170,13 @@ def _review(
     deployment = child_deployment(metric_deployment)
     summary["metric_deployment"] = deployment
     children = {
-        name: {
-            "question": qargs, "db": db, "data": files,
-            "out": str(Path(out) / name / summary["week"]),
-            "thresholds": review.config.thresholds.model_dump(), "source": review.source,
-            "offline": offline, "remember": remember,
-        }
-        for name, qargs in questions.items()
-    }  # fmt: skip
+        name: {"request": request, "db": db, "thresholds": review.config.thresholds.model_dump()}
+        for name, request in requests.items()
+    }
     rows = review_metrics(children, deployment, concurrency, metric_timeout)
     for row in rows:
         if row.get("latest_date") is None and (known := latest[row["metric"]]) is not None:
-            row["latest_date"] = _iso(known.day)
+            row["latest_date"] = jsonable(known.day)
     summary["metrics"] = rows
     return _finish(summary, state, h, review.digest)
 
@@ -252,22 +253,28 @@ def review_periods(as_of: date, config: ReviewConfig) -> tuple[tuple[date, date]
     return (before - timedelta(days=config.period_days - 1), before), (start, end)
 
 
-def question_args(
-    review: Review, name: str, baseline: tuple[date, date], comparison: tuple[date, date]
-) -> dict[str, Any]:
-    """The ``investigate`` flow's question arguments for the named metric (definition first,
-    then the review's defaults)."""
+def metric_request(
+    review: Review,
+    name: str,
+    periods: tuple[tuple[date, date], tuple[date, date]],
+    data: list[str],
+    out: str,
+    **how: bool,
+) -> Request:
+    """The investigation of the named metric's move between ``periods`` (baseline, comparison)
+    on the review's files ``data`` into ``out``, remembered under the review's source name
+    (definition first, then the review's defaults); ``how``: ``offline``, ``remember``."""
     from tasks.engine.parse import load_metrics
 
     mdef = load_metrics(Path(review.metrics_only_file))[name]
     cfg = review.config
-    return {
-        "metric": name, "table": mdef.table or cfg.table,
-        "time_column": mdef.time_column or cfg.time_column, "period_column": None,
-        "baseline": _span(baseline), "comparison": _span(comparison), "grain": None,
-        "dimensions": mdef.dimensions or cfg.dimensions, "filters": [], "max_depth": None,
-        "min_support": None, "metrics_file": review.metrics_only_file,
-    }  # fmt: skip
+    return Request(
+        metric=name, table=mdef.table or cfg.table,
+        time_column=mdef.time_column or cfg.time_column,
+        baseline=_span(periods[0]), comparison=_span(periods[1]),
+        dimensions=mdef.dimensions or cfg.dimensions, metrics_file=review.metrics_only_file,
+        data=data, out=out, source=review.source, **how,
+    )  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------
@@ -275,16 +282,16 @@ def question_args(
 # --------------------------------------------------------------------------------------------
 
 
-def latest_dates(db: str, questions: dict[str, dict[str, Any]]) -> dict[str, Latest | None]:
+def latest_dates(db: str, requests: dict[str, Request]) -> dict[str, Latest | None]:
     """The last day with data for each metric (see :func:`~flows.review_metric.latest_date`);
     None for a metric the data cannot answer (an unknown column): its own run reports why."""
     from sql_tools import ToolContext
 
     out: dict[str, Latest | None] = {}
     with ToolContext(db) as ctx:
-        for name, qargs in questions.items():
+        for name, request in requests.items():
             try:
-                out[name] = latest_date(ctx, qargs)
+                out[name] = latest_date(ctx, request)
             except Exception:  # the metric's run meets it again and fails with the reason
                 out[name] = None
     return out
@@ -498,7 +505,3 @@ def _words(span: str) -> str:
 
 def _span(p: tuple[date, date]) -> str:
     return f"{p[0].isoformat()}:{p[1].isoformat()}"
-
-
-def _iso(d: date | None) -> str | None:
-    return None if d is None else d.isoformat()

@@ -44,6 +44,7 @@ from sql_tools._sql import (
     typed_value,
     where_clause,
 )
+from sql_tools.reader import CellQuery, Cells, ContextReader, OnCells, Provenance, Reader
 from sql_tools.registry import SQL_TOOLS, Registry, ToolSpec
 
 if TYPE_CHECKING:
@@ -76,17 +77,23 @@ __all__ = [
     "ROW_HASH_SUM",
     "SQL_TOOLS",
     "Agg",
+    "CellQuery",
+    "Cells",
     "Column",
+    "ContextReader",
     "Filter",
     "FilterOp",
     "Limits",
     "LoadError",
     "Measure",
+    "OnCells",
     "Params",
     "PostgresContext",
+    "Provenance",
     "QueryOutput",
     "QueryRejected",
     "QueryTimeout",
+    "Reader",
     "Registry",
     "ResourceLimit",
     "Schema",

@@ -31,7 +31,8 @@ from sql_tools._errors import (
     one_line,
 )
 from sql_tools._guard import check_select
-from sql_tools.passes import HeldAnswers, Passes
+from sql_tools.passes import Passes
+from sql_tools.reader import ContextReader, QueryOutput
 from sql_tools.views import left_out_note, refused_views
 from sql_tools.catalog import (
     META_SCHEMA,
@@ -221,17 +222,6 @@ def _show(value: object) -> str:
     return r if len(r) <= 80 else r[:76] + "…" + r[-1]
 
 
-@dataclass
-class QueryOutput:
-    """Rows of one executed query plus what ran."""
-
-    columns: list[str]
-    rows: list[tuple[Any, ...]]
-    sql: str
-    params: dict[str, Any]
-    elapsed_ms: float
-
-
 class ToolContext:
     """A read-only sandboxed connection on one database file plus its live schema.
 
@@ -245,9 +235,6 @@ class ToolContext:
 
     #: the SQL dialect queries are rendered in for this context (see ``_sql.to_sql``)
     dialect = "duckdb"
-    #: what answers a tool's query without reading the source (``_sql.CellSource``: an
-    #: investigation's stored cells), when set
-    cells: Any = None
 
     def __init__(
         self,
@@ -278,7 +265,7 @@ class ToolContext:
         self._lock = threading.Lock()
         self._stopped = False
         self.passes = Passes()
-        self.held = HeldAnswers()
+        self.reader = ContextReader(self)
         self.schema = self._read_schema(tables)
 
     def __enter__(self) -> ToolContext:
@@ -307,7 +294,7 @@ class ToolContext:
         twin._stopped = False
         twin.schema = self.schema
         twin.passes = self.passes
-        twin.held = self.held
+        twin.reader = self.reader.on(twin)
         return twin
 
     def stop(self) -> None:

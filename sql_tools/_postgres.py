@@ -60,7 +60,8 @@ from sql_tools._errors import (
     one_line,
 )
 from sql_tools._guard import check_postgres_select, qualify_tables, table_reads
-from sql_tools.passes import HeldAnswers, Passes
+from sql_tools.passes import Passes
+from sql_tools.reader import ContextReader
 from sql_tools.catalog import Catalog, jsonable, kind_of
 
 if TYPE_CHECKING:
@@ -311,9 +312,6 @@ class PostgresContext:
 
     #: the SQL dialect queries are rendered in for this context (see ``_sql.to_sql``)
     dialect = "postgres"
-    #: what answers a tool's query without reading the source (``_sql.CellSource``: an
-    #: investigation's stored cells), when set
-    cells: Any = None
 
     def __init__(self, url: str, limits: Limits | None = None) -> None:
         self.source = parse_postgres_url(url)
@@ -323,7 +321,7 @@ class PostgresContext:
         self.limits = limits
         self._lock = threading.Lock()
         self.passes = Passes()
-        self.held = HeldAnswers()
+        self.reader = ContextReader(self)
         # table -> (rows, sum of row hashes), measured by the pass that profiled it
         self.measured: dict[str, tuple[int, str]] = {}
         self.con: psycopg.Connection[Any] | None = None

@@ -11,7 +11,7 @@ import math
 import re
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from sqlglot import exp
@@ -316,7 +316,6 @@ def case_notes(ctx: ToolContext, table: str, filters: list[Filter]) -> list[str]
     does not hold, but holds in another letter case (``iOS`` where the data has ``ios``), with
     the values it holds. Matching itself stays exact; one query per such filter."""
     notes: list[str] = []
-    cells: CellSource | None = getattr(ctx, "cells", None)
     for f in filters:
         if f.op not in ("=", "in"):
             continue
@@ -327,7 +326,7 @@ def case_notes(ctx: ToolContext, table: str, filters: list[Filter]) -> list[str]
             continue
         prof = ctx.schema.column_profile(col)
         known = set(prof.samples if prof is not None else [])
-        known |= cells.holds(src.table, col.ref, wanted) if cells is not None else set()
+        known |= ctx.reader.holds(src.table, col.ref, wanted)
         wanted = [v for v in wanted if v not in known]  # held as written: nothing to say
         if not wanted:
             continue
@@ -425,30 +424,15 @@ class SourceQuery(Query):
     where: exp.Expression | None
 
 
-class CellSource(Protocol):
-    """What answers a tool's query without reading the source, when it can: an investigation's
-    stored cells (:mod:`tasks.engine.cell_answers`), once its question's rows are aggregated."""
-
-    def answer(self, inp: BaseModel, q: SourceQuery, sql: str) -> QueryOutput | None:
-        """The rows ``q`` gives on the source (``sql``, its text, is what the output shows), or
-        None when the source must be read."""
-        ...
-
-    def holds(self, table: str, column: str, values: list[str]) -> set[str]:
-        """Those of ``values`` the stored cells hold in ``column`` (so the source does too);
-        empty when they cannot say."""
-        ...
-
-
 def run_source_query(
     ctx: ToolContext, inp: BaseModel, q: SourceQuery, max_rows: int
 ) -> QueryOutput:
-    """A tool's query: answered by the context's :class:`CellSource` when it can (no pass over the
-    source; the same rows, and the output still shows the source's SQL), else run on the source."""
-    sql = q.sql(ctx.dialect)
-    cells: CellSource | None = getattr(ctx, "cells", None)
-    out = cells.answer(inp, q, sql) if cells is not None else None
-    return out if out is not None else ctx.run(sql, q.params, max_rows=max_rows)
+    """A tool's query, as the context's reader answers it: from the stored cells when they can
+    give its rows (no pass over the source; the output still shows the source's SQL), else on
+    the source."""
+    return ctx.reader.read(
+        q.sql(ctx.dialect), q.params, max_rows=max_rows, on_cells=lambda c: c.answer_tool(inp, q)
+    )
 
 
 def shape_rows(

@@ -221,10 +221,6 @@ def _label_text(value: object) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def _c(name: str, table: str | None = None) -> exp.Column:
-    return exp.Column(this=ident(name), table=ident(table) if table else None)
-
-
 @dataclass
 class ComparePeriodsQuery(SourceQuery):
     """The query ``metric_compare_periods`` runs, with what shaping its rows needs; it reads
@@ -258,7 +254,9 @@ def compare_periods_query(ctx: ToolContext, inp: ComparePeriodsInput) -> Compare
 
     _, mcol = measure_expr(src, inp.metric)
     metric = measure_label(inp.metric, mcol)
-    B, C, BR, CR = (private(n) for n in ("baseline", "comparison", "baseline_rows", "comparison_rows"))
+    B, C, BR, CR = (
+        private(n) for n in ("baseline", "comparison", "baseline_rows", "comparison_rows")
+    )
     SEG, TOT = private("seg"), private("tot")
     seg = exp.select(
         *[src.expr(g).as_(column_alias(i)) for i, g in enumerate(groups)],
@@ -277,15 +275,15 @@ def compare_periods_query(ctx: ToolContext, inp: ComparePeriodsInput) -> Compare
 
     additive = inp.metric.agg in ADDITIVE
     if additive:  # the segments' sums and counts add up to the totals: no second read
-        tot = exp.select(*[exp.Sum(this=_c(name, SEG)).as_(name) for name in (B, C)]).from_(
-            exp.Table(this=ident(SEG))
-        )
+        tot = exp.select(
+            *[exp.Sum(this=exp.column(name, SEG, quoted=True)).as_(name) for name in (B, C)]
+        ).from_(exp.Table(this=ident(SEG)))
     else:
         tot = exp.select(side(base_cond).as_(B), side(comp_cond).as_(C)).where(scope.copy())
         tot = src.apply(tot)
 
     def delta(t: str) -> exp.Expression:
-        b, c = _c(B, t), _c(C, t)
+        b, c = exp.column(B, t, quoted=True), exp.column(C, t, quoted=True)
         if additive:
             zero = exp.Literal.number(0)
             return exp.Sub(
@@ -299,35 +297,44 @@ def compare_periods_query(ctx: ToolContext, inp: ComparePeriodsInput) -> Compare
     zero = exp.Literal.number(0)
     outer = (
         exp.select(
-            *[_c(column_alias(i), SEG) for i in range(len(groups))],
-            _c(B, SEG),
-            _c(C, SEG),
+            *[exp.column(column_alias(i), SEG, quoted=True) for i in range(len(groups))],
+            exp.column(B, SEG, quoted=True),
+            exp.column(C, SEG, quoted=True),
             seg_delta.copy().as_(private("delta")),
             exp.Div(
                 this=seg_delta.copy(),
-                expression=exp.Nullif(this=exp.Abs(this=_c(B, SEG)), expression=zero.copy()),
+                expression=exp.Nullif(
+                    this=exp.Abs(this=exp.column(B, SEG, quoted=True)), expression=zero.copy()
+                ),
             ).as_(private("relative_delta")),
             exp.Div(
                 this=seg_delta.copy(),
                 expression=exp.Nullif(this=tot_delta.copy(), expression=zero.copy()),
             ).as_(private("share_of_delta")),
-            _c(BR, SEG),
-            _c(CR, SEG),
-            _c(B, TOT).as_(private("total_baseline")),
-            _c(C, TOT).as_(private("total_comparison")),
+            exp.column(BR, SEG, quoted=True),
+            exp.column(CR, SEG, quoted=True),
+            exp.column(B, TOT, quoted=True).as_(private("total_baseline")),
+            exp.column(C, TOT, quoted=True).as_(private("total_comparison")),
             exp.Window(this=exp.Count(this=exp.Star())).as_(private("matched")),
         )
         .from_(exp.Table(this=ident(SEG)))
         .join(exp.Table(this=ident(TOT)), join_type="cross")
         .where(
             exp.or_(
-                exp.GT(this=_c(BR, SEG), expression=zero.copy()),
-                exp.GT(this=_c(CR, SEG), expression=zero.copy()),
+                exp.GT(this=exp.column(BR, SEG, quoted=True), expression=zero.copy()),
+                exp.GT(this=exp.column(CR, SEG, quoted=True), expression=zero.copy()),
             )
         )
         .order_by(
-            exp.Ordered(this=exp.Abs(this=_c(private("delta"))), desc=True, nulls_first=False),
-            *[exp.Ordered(this=_c(column_alias(i), SEG)) for i in range(len(groups))],
+            exp.Ordered(
+                this=exp.Abs(this=exp.column(private("delta"), quoted=True)),
+                desc=True,
+                nulls_first=False,
+            ),
+            *[
+                exp.Ordered(this=exp.column(column_alias(i), SEG, quoted=True))
+                for i in range(len(groups))
+            ],
         )
         .limit(limit + 1)
         .with_(SEG, as_=seg)
@@ -417,7 +424,6 @@ def compare_periods(ctx: ToolContext, inp: ComparePeriodsInput) -> ComparePeriod
         elapsed_ms=round(out.elapsed_ms, 2),
         notes=q.notes + notes,
     )
-
 
 
 def _zero_baseline_notes(

@@ -15,14 +15,13 @@ connection (:meth:`~sql_tools._context.ToolContext.sibling`) share the ledger.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from sql_tools.reader import HeldAnswers
 
-from sql_tools.catalog import jsonable
+__all__ = ["OPEN", "HeldAnswers", "Passes"]
 
 OPEN = "open"
 """The step before the question is asked: the data's fingerprint and a table's profile."""
@@ -72,39 +71,3 @@ class Passes:
     def stats(self) -> dict[str, dict[str, object]]:
         """``{"tables": {table: reads}, "steps": {step: {table: reads}}}`` for result.json."""
         return {"tables": self.by_table(), "steps": self.by_step()}
-
-
-class HeldAnswers:
-    """Results a shared pass computed ahead for statements the product would otherwise run on
-    their own, by SQL text and parameters: one read of the source answers several of its fixed
-    queries. A statement is taken once, and keeps its own SQL and parameters, so what users are
-    shown to re-run is the statement whose rows they get."""
-
-    MAX_HELD = 16
-    """Answers kept at most (the oldest go first): a long-lived connection whose questions are
-    checked but never investigated holds no more than these."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._held: dict[tuple[str, str], Any] = {}
-
-    @staticmethod
-    def _key(sql: str, params: Mapping[str, Any]) -> tuple[str, str]:
-        return sql, json.dumps({k: jsonable(v) for k, v in params.items()}, sort_keys=True)
-
-    def hold(self, out: Any) -> None:
-        """Keep ``out`` (a ``QueryOutput``) as the answer of its own ``sql`` and ``params``."""
-        with self._lock:
-            self._held[self._key(out.sql, out.params)] = out
-            while len(self._held) > self.MAX_HELD:
-                del self._held[next(iter(self._held))]
-
-    def peek(self, sql: str, params: Mapping[str, Any]) -> Any:
-        """The held answer of ``sql`` with ``params``, left held (or None)."""
-        with self._lock:
-            return self._held.get(self._key(sql, params))
-
-    def take(self, sql: str, params: Mapping[str, Any]) -> Any:
-        """The held answer of ``sql`` with ``params`` (then forgotten), or None."""
-        with self._lock:
-            return self._held.pop(self._key(sql, params), None)

@@ -9,6 +9,9 @@ these in tasks). From the bottom up, each may import the ones before it and ``sq
   and charts; the memory of past investigations. The agent imports neither of the others; the
   report reads the agent's ledger and models but runs no agent and stores nothing; the store
   stores what it is given.
+- ``request.py``, ``steps.py``, ``investigation.py``: what to investigate (the one question
+  object); the investigation's steps; their composition, a plain pipeline (the ``investigate``
+  flow runs the same one with each step a Prefect task).
 
 ``tests/test_layout.py`` holds these rules.
 """

@@ -197,10 +197,7 @@ class Run:
         """From now on the tools answer on the run's connection from the question's stored
         cells when they can (the hypotheses' calls, the gate's re-runs, the report's per-day
         numbers), with no pass over the source (:mod:`tasks.engine.cell_answers`)."""
-        from tasks.engine.cell_answers import CellAnswers
-
-        assert self._ctx is not None
-        self._ctx.cells = CellAnswers.of(analysis)
+        analysis.answer_tools()
 
     def close(self) -> None:
         """Close the connection; the run cannot be used after."""

@@ -194,7 +194,7 @@ class Gate:
                 return f"evidence {eid} did not reproduce: re-running it gave a different result"
         try:
             sq = cube_mod.segment_query(self.ctx, self.q, f.segment)
-            cube_mod.run_segment_query(self.ctx, self.q, sq, self.analysis.cells, f.segment)
+            cube_mod.run_segment_query(self.ctx, self.q, sq, f.segment)
         except SqlToolError as exc:
             return f"the segment's query failed: {exc.message}"
         f.sql, f.params, f.formula = sq.sql, _jsonable(sq.params), sq.formula
@@ -313,6 +313,8 @@ def _fmt(x: float | None) -> str:
 
 
 def _jsonable(params: dict[str, Any]) -> dict[str, Any]:
+    """A finding's parameters: JSON scalars as they are, anything else as its text (a timestamp
+    as ``2024-03-04 00:00:00``, where ``Evidence.params`` holds ``2024-03-04T00:00:00``)."""
     return {
         k: v if isinstance(v, int | float | str | bool | None) else str(v)
         for k, v in params.items()

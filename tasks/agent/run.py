@@ -3,8 +3,8 @@
 With a client (Claude), hypotheses are proposed by the model and each is investigated by the
 tool-use loop; without one, the offline planner derives and investigates them. Each hypothesis
 has its own ledger and gate. A hypothesis that fails for any reason ends inconclusive with the
-reason. Composing them (several at once, progress, retries) is the flow's job:
-:func:`flows.investigation.investigation`.
+reason. Composing them (several at once, progress, retries) is the composition's job:
+:func:`tasks.investigation.investigation`.
 """
 
 from __future__ import annotations

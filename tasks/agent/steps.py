@@ -24,6 +24,20 @@ TRANSIENT_STOPS = (
 """How a hypothesis ends when the model could not be reached: worth another try."""
 
 
+class HypothesisUnavailable(ConnectionError):
+    """The model could not be reached for this hypothesis (overload, rate limit, network): a
+    transient error.
+
+    ``done`` is the hypothesis's run up to then (its tool calls and the findings the gate
+    accepted): the task retries the hypothesis, and when it stays unreachable the composition
+    keeps that work, marked interrupted (:func:`interrupted`), instead of losing it.
+    """
+
+    def __init__(self, message: str, done: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.done = done
+
+
 def agent_config(run: Run, model: str | None) -> AgentConfig:
     """The run's agent settings: its own, else from the environment (``model`` overriding)."""
     return run.config if run.config is not None else AgentConfig.from_env(model=model)
@@ -60,16 +74,21 @@ def hypothesize(
 def investigate_hypothesis(
     run: Run, item: dict[str, Any], offline: bool = True, model: str | None = None
 ) -> dict[str, Any]:
-    """``{"outcome", "entries", "findings"}`` of one planned hypothesis (JSON data). Never
-    raises for the hypothesis's own trouble: it ends inconclusive with the reason, and
-    :func:`unreachable` says when that reason is the model being out of reach."""
+    """``{"outcome", "entries", "findings"}`` of one planned hypothesis (JSON data). The
+    hypothesis's own trouble ends it inconclusive with the reason; when that reason is the model
+    being out of reach (:func:`unreachable`) it is not a result to keep, and
+    :class:`HypothesisUnavailable` carries it instead."""
     config = agent_config(run, model)
     h = Hypothesis.model_validate(item["hypothesis"])
     client = client_for(run, offline, config)
     done = investigate_one(
         run.ctx, run.question, run.analysis, h, item["plan"], client=client, config=config
     )
-    return done.model_dump(mode="json")
+    run_json = done.model_dump(mode="json")
+    if unreachable(run_json):
+        reason = f"{item['hypothesis']['id']}: {run_json['outcome']['stop_reason']}"
+        raise HypothesisUnavailable(reason, run_json)
+    return run_json
 
 
 def unreachable(done: dict[str, Any]) -> bool:

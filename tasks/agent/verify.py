@@ -17,12 +17,12 @@ from tasks.run import Run
 
 def verify_findings(run: Run, findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The findings, accepted ones re-checked against their recorded SQL (accepted first)."""
-    ctx, q = run.ctx, run.question
+    ctx, q, _ = run.ctx, run.question, run.analysis  # its stored cells answer the re-checks
     out = []
     for f in findings:
         f = dict(f)
         if f.get("status") == "accepted":
-            problem = _recheck(ctx, q, f, run.analysis.cells)
+            problem = _recheck(ctx, q, f)
             if problem:
                 f["status"], f["critique"] = "dismissed", problem
         out.append(f)
@@ -30,12 +30,12 @@ def verify_findings(run: Run, findings: list[dict[str, Any]]) -> list[dict[str, 
     return out
 
 
-def _recheck(ctx: Any, q: Any, f: dict[str, Any], cells: Any) -> str | None:
+def _recheck(ctx: Any, q: Any, f: dict[str, Any]) -> str | None:
     """What is wrong with finding ``f``'s numbers now; its sums are read from the question's
-    stored ``cells`` when they hold its segment (else its SQL runs on the source)."""
+    stored cells when they hold its segment (else its SQL runs on the source)."""
     sq = cube_mod.SegmentQuery(sql=f.get("sql", ""), params=f.get("params", {}), formula="")
     try:
-        cube_mod.run_segment_query(ctx, q, sq, cells, f.get("segment"))
+        cube_mod.run_segment_query(ctx, q, sq, f.get("segment"))
     except SqlToolError as exc:
         return f"its query no longer runs: {exc.message}"
     for which in ("baseline", "comparison"):

@@ -39,8 +39,8 @@ def check_answerable(ctx: ToolContext, q: Question) -> None:
     """Raise :class:`ToolInputError` when ``q`` cannot mean what it says (see the module).
 
     Its one pass over the rows also counts what the data-quality checks' coverage query (the
-    null check's, for label periods) counts, and holds that query's answer on ``ctx``
-    (:class:`~sql_tools.passes.HeldAnswers`): the engine reads the source once less."""
+    null check's, for label periods) counts, and holds that query's answer with the context's
+    reader (:class:`~sql_tools.Reader`): the engine reads the source once less."""
     _check_lengths(q)
     dims = _quality_dimensions(ctx, q)
     scope = _Scope.build(ctx, q, dims or ())
@@ -173,7 +173,7 @@ def _hold(
     own SQL and parameters (what its issues show)."""
     tree, q = build(scope)
     params = {k: jsonable(v) for k, v in q.params.values.items()}
-    scope.ctx.held.hold(QueryOutput(names, [tuple(values)], q.sql(tree), params, elapsed_ms))
+    scope.ctx.reader.hold(QueryOutput(names, [tuple(values)], q.sql(tree), params, elapsed_ms))
 
 
 def _denominator(q: _Query, metric: Metric) -> exp.Expression | None:

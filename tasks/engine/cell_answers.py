@@ -4,9 +4,10 @@ Once the engine has aggregated the question's rows to cells (:mod:`tasks.engine.
 most of what an investigation asks the SQL tools is a sum of cells: the offline planner's
 ``metric_compare_periods`` split of a root cause, Claude's comparisons of the question's
 metric, the gate re-running a cited call, the report's per-day numbers through
-``metric_aggregate``. Such a call is answered here, from the cells, without a pass over the
-source; any other (a column or filter the cells do not hold, other periods, a minimum, a
-distinct count) reads the source as before.
+``metric_aggregate``. Such a call is turned here into a statement on the cells, which the
+context's reader (:class:`~sql_tools.Reader`) runs instead of a pass over the source, once the
+analysis opens its cells to the tools; any other (a column or filter the cells do not hold,
+other periods, a minimum, a distinct count) reads the source as before.
 
 A call is answered from the cells when all of these hold:
 
@@ -30,20 +31,19 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections import Counter
 from datetime import date, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel
 from sqlglot import exp
 
 from sql_tools import (
+    CellQuery,
     Column,
     Filter,
     Measure,
     Params,
-    QueryOutput,
     Source,
     SourceQuery,
     SqlToolError,
@@ -55,13 +55,10 @@ from sql_tools import (
     typed_value,
 )
 from sql_tools.aggregate import AggregateInput, AggregateQuery
-from sql_tools.catalog import INTEGER_TYPES, jsonable
+from sql_tools.catalog import INTEGER_TYPES
 from sql_tools.compare_periods import ComparePeriodsInput, ComparePeriodsQuery
-from tasks.engine.cube import _col
-from tasks.engine.leaf_days import LeafDays
-
-if TYPE_CHECKING:
-    from tasks.engine.explain import Analysis
+from tasks.engine.engine_sql import EngineSql
+from tasks.engine.spec import Question
 
 EQUALITY = ("=", "!=", "in", "not_in", "is_null", "not_null")
 """Filter operators answered on a cell column: they mean the same in every database (an order
@@ -73,28 +70,19 @@ class _Source(Exception):
 
 
 class CellAnswers:
-    """Answers tool calls from one question's stored ``cells`` (see the module's docstring).
-    ``non_finite``: the metric's columns holding NaN or infinity in the question's rows (the
-    engine's data-quality check), whose sums are read from the source."""
+    """Tool calls as statements on one question's stored cells (see the module's docstring):
+    the cells of ``q`` over ``sql``'s dimensions, in ``table``. ``non_finite``: the metric's
+    columns holding NaN or infinity in the question's rows (the engine's data-quality check),
+    whose sums are read from the source."""
 
-    def __init__(self, cells: LeafDays, non_finite: set[str]) -> None:
-        self.cells, self.non_finite = cells, set(non_finite)
-        self.ctx, self.q = cells.ctx, cells.q
-        self.dims = [c.ref for c in cells.sql.dims]
-        self.time = cells.sql.period_col
+    def __init__(
+        self, sql: EngineSql, q: Question, table: exp.Expression, non_finite: set[str]
+    ) -> None:
+        self.ctx, self.q, self.table = sql.ctx, q, table
+        self.cell_sql, self.non_finite = sql, set(non_finite)
+        self.dims = [c.ref for c in sql.dims]
+        self.time = sql.period_col
         self.sums = self._sums()
-
-    @classmethod
-    def of(cls, analysis: Analysis) -> CellAnswers | None:
-        """The answers of an analysis's cells; None when it has none (a distinct count)."""
-        if analysis.cells is None:
-            return None
-        found = {
-            i.column
-            for i in analysis.explanation.data_quality
-            if i.kind == "non_finite_values" and i.column
-        }
-        return cls(analysis.cells, found)
 
     def _sums(self) -> dict[tuple[str, str | None], str]:
         """``(agg, column ref)`` -> the cell column holding its sum: the rows, and the
@@ -113,10 +101,9 @@ class CellAnswers:
                 sums.setdefault((agg.fn, ref), name)
         return sums
 
-    def answer(self, inp: BaseModel, q: SourceQuery, sql: str) -> QueryOutput | None:
-        """The rows ``q`` gives on the source, from the cells; None when they cannot say."""
-        if self.cells.con is None:  # the run is over
-            return None
+    def query(self, inp: BaseModel, q: SourceQuery) -> CellQuery | None:
+        """The statement on the cells giving the rows ``q`` gives on the source; None when
+        they cannot say."""
         params = Params()
         try:
             if isinstance(q, ComparePeriodsQuery) and isinstance(inp, ComparePeriodsInput):
@@ -127,30 +114,24 @@ class CellAnswers:
                 return None
         except (_Source, SqlToolError):
             return None
-        start = time.perf_counter()
-        columns, rows = self.cells.fetch(tree, params.values, q.limit + 1)
-        elapsed = (time.perf_counter() - start) * 1000
-        return QueryOutput(
-            columns, rows, sql, {k: jsonable(v) for k, v in q.params.items()}, elapsed
-        )
+        return tree, params.values
 
-    def holds(self, table: str, column: str, values: list[str]) -> set[str]:
-        """Those of ``values`` the cells hold in ``column`` of ``table``: the source holds them
-        too (the cells are its rows). Empty when the column is not one of the cells'."""
-        if self.cells.con is None or not values:
-            return set()
+    def holds_query(self, table: str, column: str, values: list[str]) -> CellQuery | None:
+        """The statement on the cells listing those of ``values`` they hold in ``column`` of
+        ``table`` (the source holds them too: the cells are its rows); None when the column is
+        not one of the cells'."""
+        if not values:
+            return None
         try:
             ref = self._source(table).resolve(column).ref
         except (_Source, SqlToolError):
-            return set()
+            return None
         if ref not in self.dims:
-            return set()
-        c = _col(f"d{self.dims.index(ref)}")
+            return None
+        c = exp.column(f"d{self.dims.index(ref)}", quoted=True)
         params = Params()
         listed = exp.In(this=c.copy(), expressions=[params.bind(v) for v in set(values)])
-        tree = self._select([c], [listed]).distinct()
-        _, rows = self.cells.fetch(tree, params.values, len(values))
-        return {r[0] for r in rows}
+        return self._select([c], [listed]).distinct(), params.values
 
     # --- metric_compare_periods -----------------------------------------------------------------
 
@@ -165,7 +146,10 @@ class CellAnswers:
         if times:
             raise _Source
         groups = self._groups(src, inp.group_by)
-        sides = [exp.EQ(this=_col("__p"), expression=exp.Literal.number(p)) for p in (0, 1)]
+        sides = [
+            exp.EQ(this=exp.column("__p", quoted=True), expression=exp.Literal.number(p))
+            for p in (0, 1)
+        ]
         values = [self._measure(src, inp.metric, side).as_(name) for side, name in
                   zip(sides, (private("baseline"), private("comparison")), strict=True)]  # fmt: skip
         rows = [
@@ -201,8 +185,8 @@ class CellAnswers:
                 if got != (mine.start, mine.end):
                     raise _Source
             else:
-                cond = self.cells.sql.conds[0 if which == "baseline" else 1]
-                want = self.cells.sql.params.values[cond.expression.name]
+                cond = self.cell_sql.conds[0 if which == "baseline" else 1]
+                want = self.cell_sql.params.values[cond.expression.name]
                 got = label_value(self.ctx, self.time, theirs.label, which)
                 if type(got) is not type(want) or got != want:
                     raise _Source
@@ -217,7 +201,7 @@ class CellAnswers:
             raise _Source
         conds, times = self._filters(src, inp.filters, params)
         lo, hi = self._days(times)
-        day = _col("__day")
+        day = exp.column("__day", quoted=True)
         conds.append(exp.Between(this=day, low=params.bind(lo), high=params.bind(hi)))
         groups = self._groups(src, inp.group_by)
         measures = [
@@ -284,7 +268,7 @@ class CellAnswers:
         return src
 
     def _select(self, projections: list[exp.Expression], conds: list[exp.Expression]) -> exp.Select:
-        tree = exp.select(*projections).from_(self.cells.table)
+        tree = exp.select(*projections).from_(self.table.copy())
         return tree.where(exp.and_(*conds)) if conds else tree
 
     def _filters(
@@ -318,9 +302,11 @@ class CellAnswers:
         for i, g in enumerate(group_by):
             col = src.resolve(g)
             if col.ref in self.dims:
-                out.append(_col(f"d{self.dims.index(col.ref)}").as_(column_alias(i)))
+                out.append(
+                    exp.column(f"d{self.dims.index(col.ref)}", quoted=True).as_(column_alias(i))
+                )
             elif col.ref == self.time.ref and col.kind == "date" and self.q.periods.by_dates:
-                out.append(_col("__day").as_(column_alias(i)))
+                out.append(exp.column("__day", quoted=True).as_(column_alias(i)))
             else:
                 raise _Source
         return out
@@ -370,7 +356,7 @@ class _OnCells:
         return self.src.resolve(ref, field_name)
 
     def expr(self, col: Column) -> exp.Column:
-        return _col(f"d{self.dims.index(col.ref)}")
+        return exp.column(f"d{self.dims.index(col.ref)}", quoted=True)
 
 
 def _key(src: Source, f: Filter) -> tuple[str, str, str]:
@@ -380,7 +366,7 @@ def _key(src: Source, f: Filter) -> tuple[str, str, str]:
 
 def _total(name: str, side: exp.Expression | None) -> exp.Expression:
     """The sum of cell column ``name`` (in one period when ``side`` is given)."""
-    total: exp.Expression = exp.Sum(this=_col(name))
+    total: exp.Expression = exp.Sum(this=exp.column(name, quoted=True))
     if side is not None:
         total = exp.Filter(this=total, expression=exp.Where(this=side.copy()))
     return total

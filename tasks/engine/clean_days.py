@@ -42,22 +42,25 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import date
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from sql_tools import Filter, ToolContext
+from sql_tools import ToolContext
 from sql_tools.output import Quantity
 from sql_tools.words import share_of
 from tasks.engine import significance as sig
-from tasks.engine.cube import daily_series
 from tasks.engine.distributions import ttest_rel, ttest_welch
 from tasks.engine.quality.grain import DAY, Grain, by_unit
-from tasks.engine.result import DataQualityIssue, DataQualityNote, Evidence, Segment
+from tasks.engine.result import (
+    DataQualityIssue,
+    DataQualityNote,
+    Evidence,
+    Segment,
+    json_params,
+)
+from tasks.engine.segment_numbers import daily_series, segment_question
 from tasks.engine.spec import Question
-
-if TYPE_CHECKING:
-    from tasks.engine.leaf_days import LeafDays
 
 MAX_LEFT = 0.5
 """A move is the data's only when at most this share of it is left on the clean days."""
@@ -77,7 +80,6 @@ def assign_data_quality(
     quality: list[DataQualityIssue],
     z_crit: float,
     n_tested: int = 1,
-    cells: LeafDays | None = None,
     grain: Grain = DAY,
     totals: tuple[float | None, float | None] | None = None,
     notes: list[str] | None = None,
@@ -95,8 +97,6 @@ def assign_data_quality(
         quality: The data-quality issues of this question.
         z_crit: The bound a segment's move had to clear to be named.
         n_tested: The segments searched (the causes' p-values are corrected for them).
-        cells: The question's stored cells: per-day series of segments they hold are read
-            there, not from the source.
         grain: The data's grain: its days are summed per unit (months of monthly data) first.
         totals: The metric's value in each period (what a distinct count's change is told
             from: it cannot be rebuilt from days).
@@ -114,18 +114,18 @@ def assign_data_quality(
         if shift is not None and gaps:
             shift.effect = "data_quality"
         elif missing:
-            present = _Series.of(ctx, q, {}, cells, grain)
+            present = _Series.of(ctx, q, {}, grain)
             return _missing_data(q, gaps, present, set(), totals, notes)
         return global_shift
     touched = [(c, _segment_issues(c, quality)) for c in causes]
     touched = [(c, issues) for c, issues in touched if issues]
     if not touched and shift is None and not missing:
         return global_shift
-    total = _Series.of(ctx, q, {}, cells, grain)
+    total = _Series.of(ctx, q, {}, grain)
     repeated = {d for i in table_issues for d in _repeats(i)}
     own: dict[int, _Series] = {}
     for cause, issues in touched:
-        own[id(cause)] = _Series.of(ctx, q, cause.segment, cells, grain)
+        own[id(cause)] = _Series.of(ctx, q, cause.segment, grain)
         _judge_cause(q, cause, issues, own[id(cause)], total, repeated, z_crit, n_tested)
     if shift is not None:
         # the even shift is the move of what the root causes leave; overlapping causes cannot
@@ -133,7 +133,7 @@ def assign_data_quality(
         rest = total
         if causes and _disjoint([c.segment for c in causes]):
             for c in causes:
-                rest = rest.minus(own.get(id(c)) or _Series.of(ctx, q, c.segment, cells, grain))
+                rest = rest.minus(own.get(id(c)) or _Series.of(ctx, q, c.segment, grain))
         _judge_shift(q, shift, table_issues, rest, repeated, outside=rest is not total)
     elif missing:
         return _missing_data(q, gaps, total, repeated, notes=notes)
@@ -187,20 +187,12 @@ class _Series:
         ctx: ToolContext,
         q: Question,
         segment: dict[str, Any],
-        cells: LeafDays | None,
         grain: Grain = DAY,
     ) -> _Series:
-        """The per-day numbers of ``segment`` ({} for everything), from ``cells`` when they
-        hold it, else from its query on the source; summed per unit of ``grain`` (a day's
-        numbers are its own for daily data)."""
-        extra = tuple(
-            Filter(column=k, op="is_null") if v is None else Filter(column=k, op="=", value=v)
-            for k, v in segment.items()
-        )
-        metric = q.metric.model_copy(update={"filters": (*q.metric.filters, *extra)})
-        series, sql, params = daily_series(
-            ctx, q.model_copy(update={"metric": metric}), cells, segment
-        )
+        """The per-day numbers of ``segment`` ({} for everything), from the question's stored
+        cells when they hold it, else from its query on the source; summed per unit of
+        ``grain`` (a day's numbers are its own for daily data)."""
+        series, sql, params = daily_series(ctx, segment_question(q, segment), segment)
         which = ("baseline", "comparison")
         units = {
             w: by_unit(grain, s["days"], (s["n"], s["d"]), s["present"])
@@ -215,7 +207,7 @@ class _Series:
                 tool="sql",
                 arguments={"check": "per_day", "segment": segment},
                 sql=sql,
-                params={k: _jsonable(v) for k, v in params.items()},
+                params=json_params(params),
             ),
             unit=grain.unit,
         )
@@ -231,10 +223,6 @@ class _Series:
             evidence=self.evidence,
             unit=self.unit,
         )
-
-
-def _jsonable(v: Any) -> Any:
-    return v.isoformat() if hasattr(v, "isoformat") else v
 
 
 def _kept(clean: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], bool]:

@@ -1,7 +1,7 @@
 """The source read once: the question's rows aggregated to leaves per day, kept in a private DuckDB.
 
 Once the search's columns are chosen, one query on the user's tables
-(:meth:`~tasks.engine.cube.EngineSql.cells`) sums the rows of each leaf (a combination of the
+(:meth:`~tasks.engine.engine_sql.EngineSql.cells`) sums the rows of each leaf (a combination of the
 columns' values), period and day: the numerator and denominator, their squares and product, and
 the rows. The answer, at most a few hundred thousand cells where the table has millions of rows,
 is stored in a temporary table of this process's DuckDB (the file's own database, or an
@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +38,7 @@ import pyarrow.compute as pc
 from sqlglot import exp
 
 from sql_tools import (
+    CellQuery,
     Column,
     Params,
     QueryOutput,
@@ -48,7 +49,9 @@ from sql_tools import (
     typed_value,
 )
 from sql_tools.catalog import jsonable
-from tasks.engine.cube import MAX_DIMENSION_VALUES, EngineSql, _col, estimated_leaves
+from tasks.engine.cell_answers import CellAnswers
+from tasks.engine.cube import MAX_DIMENSION_VALUES, estimated_leaves
+from tasks.engine.engine_sql import EngineSql
 from tasks.engine.quality._scope import _count_if
 from tasks.engine.quality.days import value_set
 from tasks.engine.quality.duplicates import (
@@ -58,6 +61,7 @@ from tasks.engine.quality.duplicates import (
     multiple_of,
     row_key,
 )
+from tasks.engine.segment_numbers import segment_question
 from tasks.engine.spec import Question
 
 TABLE = "__drilldown_cells"
@@ -106,6 +110,19 @@ class LeafDays:
             raise
         self.rows = table.num_rows
         self._lock = threading.Lock()  # the engine and its data-quality checks share it
+        self._tools: CellAnswers | None = None
+
+    @property
+    def closed(self) -> bool:
+        """Whether the cells were let go (:meth:`close`)."""
+        return self.con is None
+
+    def asks(self, q: Question, segment: dict[str, Any]) -> bool:
+        """Whether ``q`` is these cells' question with ``segment``'s values as filters (the
+        question asked of one of its segments), and the cells hold the segment's columns."""
+        if q.periods != self.q.periods or not self.covers(segment):
+            return False
+        return q.metric == segment_question(self.q, segment).metric
 
     @property
     def table(self) -> exp.Expression:
@@ -151,18 +168,18 @@ class LeafDays:
         self.con.execute(f'CREATE TEMP TABLE "{DAY_VALUES}" AS ' + " UNION ALL ".join(parts))
         self.con.unregister("__arrow_day_values")
 
-    def run(self, tree: exp.Expression, params: dict[str, Any] | None = None) -> pa.Table:
+    def run(self, tree: exp.Expression, params: Mapping[str, Any] | None = None) -> pa.Table:
         """Run one of the engine's trees on the stored cells."""
-        text, used = self._sql(tree, params)
+        text, used = self.text(tree, params)
         with self._lock:
             assert self.con is not None, "the cells are closed"
             return self.con.sql(text, params=used).to_arrow_table()
 
     def fetch(
-        self, tree: exp.Expression, params: dict[str, Any], max_rows: int
+        self, tree: exp.Expression, params: Mapping[str, Any], max_rows: int
     ) -> tuple[list[str], list[tuple[Any, ...]]]:
         """Columns and at most ``max_rows`` rows of a tree run on the stored cells."""
-        text, used = self._sql(tree, params)
+        text, used = self.text(tree, params)
         with self._lock:
             assert self.con is not None, "the cells are closed"
             cur = self.con.execute(text, used)
@@ -170,29 +187,37 @@ class LeafDays:
             return columns, cur.fetchmany(max_rows)
 
     @staticmethod
-    def _sql(tree: exp.Expression, params: dict[str, Any] | None) -> tuple[str, dict[str, Any]]:
+    def text(
+        tree: exp.Expression, params: Mapping[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
         """The tree's DuckDB text and the parameters it uses (a tree built beside a source query
         shares its parameters, not all of which it reads)."""
         text = to_sql(tree, "duckdb")
         named = set(re.findall(r"\$(p[0-9]+)", text))
         return text, {k: v for k, v in (params or {}).items() if k in named}
 
-    def cube(self, max_depth: int) -> pa.Table:
-        """The cube's grouping sets, from the cells (see :meth:`EngineSql.cube`)."""
-        return self.run(self.sql.cube(max_depth, self.table))
+    def cube_query(self, q: Question, dims: list[str], max_depth: int) -> CellQuery | None:
+        """The cube's grouping sets of ``q`` over ``dims`` (:meth:`EngineSql.cube`), on the
+        cells when they are ``q``'s over ``dims``."""
+        if not self.asks(q, {}) or dims != self.dims:
+            return None
+        return self.sql.cube(max_depth, self.table), {}
 
     def covers(self, segment: dict[str, Any]) -> bool:
         """Whether the cells can answer ``segment``: every column of it is one of theirs."""
         return all(k in self.dims for k in segment)
 
-    def sums(self, segment: dict[str, Any], *, by_day: bool = False) -> pa.Table:
+    def sums_query(self, q: Question, segment: dict[str, Any], *, by_day: bool) -> CellQuery | None:
         """``__p`` (and ``__day`` when ``by_day``), ``n``, ``d``: ``segment``'s numerator and
-        denominator per period (per day), summed over its cells. A value that does not fit its
-        column is refused (``ToolInputError``) as the source query refuses it."""
+        denominator per period (per day), summed over its cells, when ``q`` is the question
+        asked of ``segment`` (:meth:`asks`). A value that does not fit its column is refused
+        (``ToolInputError``) as the source query refuses it."""
+        if not self.asks(q, segment):
+            return None
         params = Params()
         conds: list[exp.Expression] = []
         for k, v in segment.items():
-            c = _col(f"d{self.dims.index(k)}")
+            c = exp.column(f"d{self.dims.index(k)}", quoted=True)
             if v is None:
                 conds.append(exp.Is(this=c, expression=exp.Null()))
             else:
@@ -202,24 +227,36 @@ class LeafDays:
         d = "d" if "d" in self.sql.cell_sums else "rows"
         tree = (
             exp.select(
-                *[_col(k) for k in keys],
-                exp.alias_(exp.Sum(this=_col("n")), "n"),
-                exp.alias_(exp.Sum(this=_col(d)), "d"),
+                *[exp.column(k, quoted=True) for k in keys],
+                exp.alias_(exp.Sum(this=exp.column("n", quoted=True)), "n"),
+                exp.alias_(exp.Sum(this=exp.column(d, quoted=True)), "d"),
             )
             .from_(self.table)
-            .group_by(*[_col(k) for k in keys])
-            .order_by(*[_col(k) for k in reversed(keys)])
+            .group_by(*[exp.column(k, quoted=True) for k in keys])
+            .order_by(*[exp.column(k, quoted=True) for k in reversed(keys)])
         )
         if conds:
             tree = tree.where(exp.and_(*conds))
-        return self.run(tree, params.values)
+        return tree, params.values
 
-    def per_period(self, segment: dict[str, Any]) -> dict[int, tuple[float, float]]:
-        """``{period: (n, d)}`` of ``segment``: what its query gives on the source."""
-        return {
-            int(r["__p"]): (float(r["n"] or 0.0), float(r["d"] or 0.0))
-            for r in self.sums(segment).to_pylist()
-        }
+    def answer_tools(self, non_finite: set[str]) -> None:
+        """From now on, answer the tools' calls the cells can (:mod:`tasks.engine.cell_answers`):
+        ``non_finite``, the metric's columns holding NaN or infinity in the question's rows,
+        are read from the source."""
+        self._tools = CellAnswers(self.sql, self.q, self.table, non_finite)
+
+    def answer_tool(self, inp: Any, q: Any) -> CellQuery | None:
+        """A tool's query as a statement on the cells, once they answer the tools."""
+        return self._tools.query(inp, q) if self._tools is not None else None
+
+    def holds(self, table: str, column: str, values: list[str]) -> set[str]:
+        """Those of ``values`` the cells hold in ``column`` of ``table``, once they answer the
+        tools (empty when they cannot say)."""
+        query = self._tools.holds_query(table, column, values) if self._tools else None
+        if query is None or self.closed:
+            return set()
+        _, rows = self.fetch(*query, len(values))
+        return {r[0] for r in rows}
 
     def close(self) -> None:
         """Close the cells' connection (its temporary table goes with it)."""
@@ -255,6 +292,16 @@ def _connection(ctx: ToolContext) -> duckdb.DuckDBPyConnection:
 def leaf_days(
     ctx: ToolContext, q: Question, dims: list[str], checked: Sequence[str] | None = None
 ) -> LeafDays | None:
+    """:func:`aggregated`, kept by the context's reader: from now on it answers sums of the
+    cells from them (None: every number reads the source)."""
+    cells = aggregated(ctx, q, dims, checked)
+    ctx.reader.keep(cells)
+    return cells
+
+
+def aggregated(
+    ctx: ToolContext, q: Question, dims: list[str], checked: Sequence[str] | None = None
+) -> LeafDays | None:
     """Read the source once: ``q``'s rows aggregated to cells over ``dims`` (per day for date
     periods), stored locally. None, and each number read from the source as before, for a
     distinct count (it is not a sum of cells) and for more cells than :data:`MAX_CELLS`.
@@ -278,7 +325,7 @@ def leaf_days(
     t0 = time.perf_counter()
     most = MAX_CELLS + _units(q) * (1 + len(days) * MAX_DIMENSION_VALUES)
     try:
-        table = ctx.run_arrow(text, sql.params.values, max_rows=most)
+        table = ctx.reader.read_arrow(text, sql.params.values, max_rows=most)
     except ResourceLimit:  # a profile's estimate of distinct values fell short
         return None
     values = None
@@ -330,37 +377,55 @@ def cells_with_copies(
     units = ["__p", *(["__day"] if with_day else [])]
     sets = exp.GroupingSets(
         expressions=[
-            exp.Tuple(expressions=[_col(k) for k in keys]),
-            exp.Tuple(expressions=[_col(k) for k in [*units, "__h"]]),
-            *[exp.Tuple(expressions=[_col(k) for k in [*units, v]]) for v in vcols],
+            exp.Tuple(expressions=[exp.column(k, quoted=True) for k in keys]),
+            exp.Tuple(expressions=[exp.column(k, quoted=True) for k in [*units, "__h"]]),
+            *[
+                exp.Tuple(expressions=[exp.column(k, quoted=True) for k in [*units, v]])
+                for v in vcols
+            ],
         ]
     )
-    grouping = [exp.alias_(exp.Anonymous(this="GROUPING", expressions=[_col("__h")]), "__cell")]
+    grouping = [
+        exp.alias_(
+            exp.Anonymous(this="GROUPING", expressions=[exp.column("__h", quoted=True)]), "__cell"
+        )
+    ]
     if vcols:
-        by_value = exp.Anonymous(this="GROUPING", expressions=[_col(v) for v in vcols])
+        by_value = exp.Anonymous(
+            this="GROUPING", expressions=[exp.column(v, quoted=True) for v in vcols]
+        )
         grouping.append(exp.alias_(by_value, "__set"))
     inner: exp.Select = exp.select(
-        *[_col(k) for k in [*keys, *vcols]], *sql._cell_sums(), *grouping, _col("__h")
+        *[exp.column(k, quoted=True) for k in [*keys, *vcols]],
+        *sql._cell_sums(),
+        *grouping,
+        exp.column("__h", quoted=True),
     )
     rows = sql.base(with_day=with_day).select(h.as_("__h"), *values)
     inner = inner.from_(exp.alias_(exp.paren(rows), "b", table=True))
     inner.set("group", exp.Group(grouping_sets=[sets]))
-    hashed = exp.Not(this=exp.Is(this=_col("__h"), expression=exp.Null()))
+    hashed = exp.Not(this=exp.Is(this=exp.column("__h", quoted=True), expression=exp.Null()))
     flags = ["__cell", *(["__set"] if vcols else [])]
     return (
         exp.select(
-            *[_col(k) for k in [*keys, *vcols]],
-            *[exp.alias_(exp.Min(this=_col(x)), x) for x in sql.cell_sums],
-            *[_col(k) for k in flags],
+            *[exp.column(k, quoted=True) for k in [*keys, *vcols]],
+            *[exp.alias_(exp.Min(this=exp.column(x, quoted=True)), x) for x in sql.cell_sums],
+            *[exp.column(k, quoted=True) for k in flags],
             exp.alias_(
-                exp.Filter(this=exp.Sum(this=_col("rows")), expression=exp.Where(this=hashed)),
+                exp.Filter(
+                    this=exp.Sum(this=exp.column("rows", quoted=True)),
+                    expression=exp.Where(this=hashed),
+                ),
                 "__rows",
             ),
             exp.alias_(_count_if(hashed.copy()), "__distinct"),
-            *[multiple_of(_col("rows"), f, hashed).as_(f"__x{f}") for f in DUPLICATE_FOLDS],
+            *[
+                multiple_of(exp.column("rows", quoted=True), f, hashed).as_(f"__x{f}")
+                for f in DUPLICATE_FOLDS
+            ],
         )
         .from_(exp.alias_(exp.paren(inner), "g", table=True))
-        .group_by(*[_col(k) for k in [*keys, *vcols, *flags]])
+        .group_by(*[exp.column(k, quoted=True) for k in [*keys, *vcols, *flags]])
     )
 
 
@@ -383,7 +448,7 @@ def _hold_copies(
     )
     columns = ["unit", "rows", "distinct_rows", *(f"x{f}" for f in DUPLICATE_FOLDS)]
     params = {k: jsonable(v) for k, v in dq.params.values.items()}
-    ctx.held.hold(QueryOutput(columns, rows, dq.sql(tree), params, secs * 1000))
+    ctx.reader.hold(QueryOutput(columns, rows, dq.sql(tree), params, secs * 1000))
     table = table.filter(pc.invert(is_unit))
     vcols = [f"__s{j}" for j in range(n_values)]
     if not vcols:

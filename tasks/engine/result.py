@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -17,6 +18,12 @@ class Evidence(BaseModel):
     sql: str = ""
     params: dict[str, Any] = {}
     result: dict[str, Any] = {}
+
+
+def json_params(params: Mapping[str, Any]) -> dict[str, Any]:
+    """A query's parameters as :attr:`Evidence.params` holds them: dates and timestamps as ISO
+    text, every other value as it is."""
+    return {k: v.isoformat() if hasattr(v, "isoformat") else v for k, v in params.items()}
 
 
 class DataQualityNote(BaseModel):

@@ -273,7 +273,7 @@ def _fitted(
     "nothing but an even move changed" (the rate view for a ratio); and the query's SQL."""
     sql = EngineSql(ctx, q, dims)
     text = to_sql(sql.cover_cells(cov), ctx.dialect)
-    raw = ctx.run_arrow(text, sql.params.values, max_rows=MAX_RESULT_ROWS)
+    raw = ctx.reader.read_arrow(text, sql.params.values, max_rows=MAX_RESULT_ROWS)
     k = len(dims)
     # the cells in :func:`in_order`'s order (sums over them then add up the same way on every
     # run and database), the values as their ranks: the values themselves are not needed here

@@ -9,8 +9,9 @@ copied into the database in one transaction. All of this happens in a copy of th
 file, which replaces the file only after the commit: any error leaves the file byte for byte as
 it was (or absent, if it did not exist). A table is never partially loaded.
 
-One module of this size because collecting, validating and writing the files is one
-transaction's story: every step hands the next the state it must undo on failure.
+Here: the load options and result, collecting the files, the transaction that reads, reconciles
+and records them, and the copy of the database file it runs in; every step hands the next the
+state it must undo on failure.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ functions, so importing this module stays cheap.
 Text from the data (segment values, column names) is drawn as plain text: mathtext (``$...$``) is
 off, and control, zero-width and direction characters are drawn as escapes (``Wid\\u200bget``).
 
-One module of this size because both charts share the figure setup, the text escaping, the
-colour and number rules and the per-day query; each chart alone is about 200 lines.
+Here: both charts and what they share, the figure setup, the text escaping, the colour and
+number rules and the per-day query.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from sql_tools import ToolContext
-from sql_tools.output import Figures, Quantity, percent
+from sql_tools.output import Figures, Quantity, finite, percent
 from sql_tools.output import printable_line as plain
 from sql_tools.registry import SQL_TOOLS as registry
 
@@ -426,12 +426,12 @@ def waterfall_bars(result: dict[str, Any]) -> list[Bar] | None:
     """
     before = (result.get("baseline") or {}).get("value")
     after = (result.get("comparison") or {}).get("value")
-    if not _finite(before) or not _finite(after):
+    if not finite(before) or not finite(after):
         return None
     change = after - before
     bl = plain(result["baseline"].get("label"), 40)
     cl = plain(result["comparison"].get("label"), 40)
-    causes = [rc for rc in result.get("root_causes") or [] if _finite(rc.get("contribution"))]
+    causes = [rc for rc in result.get("root_causes") or [] if finite(rc.get("contribution"))]
     shown = causes[:MAX_BARS]
     # the report's formats: a figure reads the same in the chart as in the tables
     f = Figures.of(result)
@@ -466,11 +466,7 @@ def _share_note(f: Figures, contribution: float, share: Any) -> str:
     opposite moves hide in the net change."""
     if f.gross:
         return f" ({percent(contribution / f.gross)} of all movement)"
-    return f" ({percent(share, sign=False)} of the change)" if _finite(share) else ""
-
-
-def _finite(x: Any) -> bool:
-    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+    return f" ({percent(share, sign=False)} of the change)" if finite(share) else ""
 
 
 def _rel(result: dict[str, Any]) -> float | None:

@@ -164,7 +164,8 @@ def investigated(
 ) -> dict[str, Any]:
     """The investigation composed as ``drilldown investigate`` runs it, with ``client`` as
     the run's Claude client: its result.json."""
-    from flows.investigation import Request, investigation
+    from tasks.investigation import investigation
+    from tasks.request import Request
 
     req = Request(data=[str(d) for d in data], out=str(out), remember=False, **question)
     investigation(req, client=client, config=config)
@@ -759,7 +760,7 @@ def test_claude_calls_and_the_gate_rerun_read_the_run_cells(demo_db, tmp_path):
     """On an investigation's run, Claude's split of ios by version and the gate's re-run of it
     are answered from the stored cells: the hypothesis reads no source table, and the split's
     rows are what its SQL gives on the source (a second connection, without cells)."""
-    from flows.investigation import Request
+    from tasks.request import Request
     from tasks import tools as registry
     from tasks.run import Run
     from tests.support.pg_source import differences

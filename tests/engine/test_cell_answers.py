@@ -11,17 +11,16 @@ source, every call counted). The same checks on real Postgres 16 are in
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
 
-from flows.investigation import Request
 from sql_tools import ToolContext
 from tasks import tools as registry
 from tasks.engine.explain import compare_arguments
 from tasks.ingest.load import load_files
+from tasks.request import Request
 from tasks.run import Run
 from tests.engine.test_scenarios import SCENARIOS
 from tests.support.cell_calls import (
@@ -33,6 +32,7 @@ from tests.support.cell_calls import (
     qargs,
 )
 from tests.support.pg_source import differences
+from tests.support.provenance import source_beside
 
 # Slow end to end (planted scenarios investigated and their tool calls re-run):
 # left to `make test-slow`, which CI runs.
@@ -49,15 +49,9 @@ def scenario_db(tmp_path: Path, name: str) -> Path:
     return db
 
 
-@contextmanager
-def _source(run: Run) -> Iterator[ToolContext]:
-    """The source beside the run: a second connection to its file, without its cells (one
-    process opens a file's database once)."""
-    twin = run.ctx.sibling()
-    try:
-        yield twin
-    finally:
-        twin.close()
+def _source(run: Run) -> AbstractContextManager[ToolContext]:
+    """The source beside the run: a second connection to its file, without its cells."""
+    return source_beside(run.ctx)
 
 
 @pytest.fixture(scope="module", params=NAMES)
@@ -154,7 +148,7 @@ def test_a_ratio_investigation_reads_no_table_after_the_engine(tmp_path):
     splits (``metric_compare_periods``), which the cells answer, instead of running the engine
     again on the segment: after the engine, the investigation reads no source table, and its
     cause is confirmed with the splits' numbers."""
-    from flows.investigation import investigation
+    from tasks.investigation import investigation
 
     db = scenario_db(tmp_path, "mix_shift")
     out = tmp_path / "out"

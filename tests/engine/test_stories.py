@@ -27,7 +27,6 @@ from tasks.engine.distributions import chi2_sf
 from tasks.engine.search import refit as _refit
 from tests.support.invariants import ask, missed
 
-
 # Slow end to end (the search's stories on generated data, investigated whole):
 # left to `make test-slow`, which CI runs.
 pytestmark = pytest.mark.slow

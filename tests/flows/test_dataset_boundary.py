@@ -15,7 +15,8 @@ from typing import Any
 import duckdb
 import pytest
 
-from flows.investigation import Request, investigation
+from tasks.investigation import investigation
+from tasks.request import Request
 from sql_tools import QueryRejected, ToolInputError
 from tasks.agent.config import AgentConfig
 from tasks.run import Run

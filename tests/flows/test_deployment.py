@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 # Slow end to end (a Prefect server, a worker and deployments run end to end):
 # left to `make test-slow`, which CI runs.
@@ -164,8 +165,11 @@ def test_deployments_run_on_a_real_server(prefect: Prefect, tmp_path: Path) -> N
 
     runs = tmp_path / "runs"
     try:
+        default = yaml.safe_load((ROOT / "prefect.yaml").read_text())["deployments"][0]
+        request = {**default["parameters"]["request"], "out": str(runs)}  # given whole
         out = prefect.run(
-            "deployment", "run", "investigate/default", "--param", f"out={runs}",
+            "deployment", "run", "investigate/default",
+            "--params", json.dumps({"request": request}),
             "--watch", "--watch-interval", "1", "--watch-timeout", "300", timeout=360,
         )  # fmt: skip
     except (AssertionError, subprocess.TimeoutExpired):
@@ -177,7 +181,7 @@ def test_deployments_run_on_a_real_server(prefect: Prefect, tmp_path: Path) -> N
     # the run: completed, its answer in `out`, its artifacts on the server
     flow_run = prefect.api_call(f"/flow_runs/{run_id}")
     assert flow_run["state"]["type"] == "COMPLETED"
-    assert flow_run["parameters"]["out"] == str(runs)
+    assert flow_run["parameters"]["request"]["out"] == str(runs)
     result = json.loads((runs / "result.json").read_text())
     assert [c["segment"] for c in result["root_causes"]] == [IOS_52]
     artifacts = prefect.api_call(

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tasks.request import Request
+
 # Slow end to end (the investigate flow on a Prefect server):
 # left to `make test-slow`, which CI runs.
 pytestmark = pytest.mark.slow
@@ -60,7 +62,7 @@ def test_flow_run_completes_with_artifacts(prefect_harness, tmp_path):
     from flows.investigate import investigate
 
     out = tmp_path / "out"
-    state = investigate(**QUESTION, out=str(out), return_state=True)
+    state = investigate(Request(**QUESTION, out=str(out)), return_state=True)
     assert state.is_completed(), state.message
     summary = state.result()
     assert summary["root_causes"] == [{"platform": "ios", "app_version": "5.2"}]
@@ -91,13 +93,13 @@ def test_crashed_run_resumes_from_the_cache(prefect_harness, tmp_path, monkeypat
         raise RuntimeError("disk full while rendering")
 
     monkeypatch.setattr(tasks.report.write, "render", boom)
-    crashed = investigate(**QUESTION, out=str(out), remember=False, return_state=True)
+    crashed = investigate(Request(**QUESTION, out=str(out), remember=False), return_state=True)
     assert crashed.is_failed()
     first = _task_states(crashed.state_details.flow_run_id)
     assert set(first["investigate-hypothesis"]) <= {"Completed", "Cached"}
     assert not (out / "result.json").exists()
     monkeypatch.undo()
-    again = investigate(**QUESTION, out=str(out), remember=False, return_state=True)
+    again = investigate(Request(**QUESTION, out=str(out), remember=False), return_state=True)
     assert again.is_completed(), again.message
     second = _task_states(again.state_details.flow_run_id)
     assert set(second["investigate-hypothesis"]) == {"Cached"}
@@ -106,16 +108,16 @@ def test_crashed_run_resumes_from_the_cache(prefect_harness, tmp_path, monkeypat
 
 
 def test_a_hypothesis_that_cannot_be_investigated_does_not_stop_the_others(monkeypatch, tmp_path):
-    """Plain mode (what the CLI runs): a hypothesis whose model stays unreachable is recorded
+    """In-process (what the CLI runs): a hypothesis whose model stays unreachable is recorded
     inconclusive with the reason; the others' results are kept."""
-    import flows.investigation as composition
     import tasks.agent.steps as agent_steps
+    from tasks.investigation import IN_PROCESS, map_hypotheses
     from tasks.run import Run
 
     def fake(run, item, offline, model):
         done = agent_steps.unavailable(item, "stand-in")  # a finished run, shape-wise
         if item["hypothesis"]["id"] == "h2":
-            done["outcome"]["stop_reason"] = "error: Anthropic API overloaded (529)"
+            raise agent_steps.HypothesisUnavailable("h2: error: Anthropic API overloaded (529)")
         return done
 
     monkeypatch.setattr(agent_steps, "investigate_hypothesis", fake)
@@ -128,7 +130,7 @@ def test_a_hypothesis_that_cannot_be_investigated_does_not_stop_the_others(monke
     with Run(
         tmp_path / "db.duckdb", {}, "hash", progress=lambda n, t, r: seen.append((n, t))
     ) as run:
-        runs = composition._map_hypotheses(run, items, True, None)
+        runs = map_hypotheses(IN_PROCESS, run, items, True, None)
     assert [r["outcome"]["hypothesis"]["id"] for r in runs] == ["h1", "h2", "h3"]
     assert (
         "HypothesisUnavailable: h2: error: Anthropic API overloaded (529)"
@@ -137,6 +139,30 @@ def test_a_hypothesis_that_cannot_be_investigated_does_not_stop_the_others(monke
     assert runs[1]["outcome"]["status"] == "inconclusive"
     assert runs[0]["outcome"]["summary"] == "not investigated: stand-in"
     assert seen == [(1, 3), (2, 3), (3, 3)], "the run's progress hears of every hypothesis"
+
+
+def test_an_unreachable_model_is_a_transient_error():
+    """A hypothesis the model could not finish is raised as HypothesisUnavailable, which the
+    tasks retry: transient errors are types, judged with isinstance."""
+    import anthropic
+    import httpx
+
+    from flows.steps import is_transient
+    from tasks.agent.steps import HypothesisUnavailable
+    from tasks.ingest.storage import StorageUnavailable
+    from tasks.store import StoreUnavailable
+
+    request = httpx.Request("POST", "https://api.anthropic.com/v1/messages")
+    assert is_transient(HypothesisUnavailable("h1: error: rate limited", {"entries": []}))
+    assert is_transient(anthropic.APIConnectionError(request=request))
+    assert is_transient(StoreUnavailable("store unreachable"))
+    assert is_transient(StorageUnavailable("storage unreachable"))
+    assert is_transient(TimeoutError()) and is_transient(ConnectionResetError())
+
+    class RateLimitError(Exception):  # a name alone is not a type
+        pass
+
+    assert not is_transient(RateLimitError()) and not is_transient(ValueError("bad column"))
 
 
 def test_the_load_task_loads_strictly(tmp_path):
@@ -151,33 +177,32 @@ def test_the_load_task_loads_strictly(tmp_path):
     assert [(t.table, t.status, t.rows) for t in report.tables] == [("s", "loaded", 2)]
 
 
-def test_each_task_is_its_steps_plain_function():
-    """A flow run calls a step's task, an in-process run its plain function: the task of the
-    same name wraps that very function, so both run one body."""
-    import inspect
+def test_both_roads_run_the_same_steps():
+    """The flow's road runs, for each step of the in-process road, a Prefect task named after
+    it that calls that very step."""
+    import dataclasses
 
-    from flows import step_functions, steps
-    from flows.investigation import _task
+    from flows.investigate import FLOW_ROAD
+    from tasks import steps
+    from tasks.investigation import IN_PROCESS
 
-    plain = [
-        f for name, f in inspect.getmembers(step_functions, inspect.isfunction)
-        if f.__module__ == step_functions.__name__ and not name.startswith("_")
-    ]  # fmt: skip
-    assert {f.__name__ for f in plain} == {
+    names = [f.name for f in dataclasses.fields(IN_PROCESS)]
+    assert names == [
         "load", "decompose", "recall_history", "hypothesize", "investigate_hypothesis",
         "verify_findings", "write_report", "remember",
-    }  # fmt: skip
-    for f in plain:
-        task = _task(f)
-        assert task is getattr(steps, f.__name__) and task.fn is f
-        assert task.name == f.__name__.replace("_", "-")
+    ]  # fmt: skip
+    for name in names:
+        plain, task = getattr(IN_PROCESS, name), getattr(FLOW_ROAD, name)
+        assert plain is getattr(steps, name)
+        assert task.name == name.replace("_", "-")
+        assert task.fn is plain or name == "investigate_hypothesis"  # that one logs its calls
 
 
-def test_the_flow_and_the_in_process_request_take_the_same_parameters():
-    """``drilldown investigate`` builds a Request whether it runs the flow through Prefect or
-    in-process; a parameter one side lacks would be dropped on the other path."""
+def test_the_flow_takes_one_request():
+    """The flow's one parameter is the Request the command line and the weekly review build."""
     import inspect
 
-    from flows.investigate import Request, investigate
+    from flows.investigate import investigate
 
-    assert list(inspect.signature(investigate.fn).parameters) == list(Request.model_fields)
+    [param] = inspect.signature(investigate.fn).parameters.values()
+    assert param.name == "request" and param.annotation in (Request, "Request")

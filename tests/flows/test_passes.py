@@ -19,7 +19,8 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
-from flows.investigation import Request, investigation
+from tasks.investigation import investigation
+from tasks.request import Request
 from tasks.ingest.load import load_files
 from tests.engine.test_scenarios import SCENARIOS, expected_of
 from tests.flows.test_postgres_source import _question

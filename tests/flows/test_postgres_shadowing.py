@@ -21,7 +21,8 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from flows.investigation import Request, investigation
+from tasks.investigation import investigation
+from tasks.request import Request
 from sql_tools import ToolInputError
 from tasks.ingest.load import load_files
 from tasks.ingest.postgres import open_postgres

@@ -2,7 +2,7 @@
 
 Each planted scenario (data/scenarios) is loaded by the real loader into DuckDB, its rows copied
 with their types into Postgres, and investigated both ways by the real composition
-(:func:`flows.investigation.investigation`, offline planner): the same root causes with the same
+(:func:`tasks.investigation.investigation`, offline planner): the same root causes with the same
 numbers, and the evidence SQL that result.json holds re-runs on Postgres to its numbers. Then the
 edges: a cached answer never outlives a change of rows, the password shows up nowhere, and the
 command line refuses a role that may write with one line and nothing written.
@@ -20,7 +20,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from flows.investigation import Request, investigation
+from tasks.investigation import investigation
+from tasks.request import Request
 from sql_tools import parse_postgres_url
 from tasks.ingest.load import load_files
 from tasks.ingest.postgres import open_context
@@ -218,8 +219,9 @@ def test_a_prefect_cache_hit_never_outlives_a_change_of_rows(prefect_harness, de
 
     def run(name: str) -> tuple[dict[str, Any], dict[str, list[str]]]:
         out = tmp_path / name
-        state = investigate(data=[url], **DEMO_QUESTION, out=str(out), offline=True,
-                            remember=False, return_state=True)  # fmt: skip
+        request = Request(data=[url], **DEMO_QUESTION, out=str(out), offline=True,
+                          remember=False)  # fmt: skip
+        state = investigate(request, return_state=True)
         assert state.is_completed(), state.message
         result = json.loads((out / "result.json").read_text())
         return result, _task_states(state.state_details.flow_run_id)

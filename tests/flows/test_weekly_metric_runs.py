@@ -112,7 +112,7 @@ def test_a_child_run_whose_request_is_sent_again_is_made_once(prefect_harness):
 
     from flows.metric_runs import create_child_run
 
-    parameters = {"question": {"metric": "twice"}, "db": "w.duckdb", "data": [], "out": "runs"}
+    parameters = {"request": {"metric": "twice", "data": [], "out": "runs"}, "db": "w.duckdb"}
     with get_client(sync_client=True) as client:
         send, answers = client.request, []
 

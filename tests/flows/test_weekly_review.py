@@ -90,7 +90,7 @@ def test_demo_week_investigates_revenue_only(demo_review):
         assert row["flow_run_id"] == str(run.id) and row["state"] == "COMPLETED"
         assert run.state.is_completed() and run.deployment_id is None
         assert row["flow_run_url"].endswith(f"/runs/flow-run/{run.id}")
-        assert run.parameters["question"]["metric"] == name
+        assert run.parameters["request"]["metric"] == name
     [investigation] = child_runs(rows["revenue"]["flow_run_id"])
     assert str(investigation.id) == inv["flow_run_id"] and investigation.state.is_completed()
     assert child_runs(rows["sessions"]["flow_run_id"]) == []
@@ -233,7 +233,7 @@ def test_a_failed_investigation_fails_its_metric_and_the_review_and_leaves_the_w
     from flows.weekly_review import weekly_review
 
     @flow(name="investigate")
-    def broken(**kwargs: Any) -> dict[str, Any]:
+    def broken(request: Any) -> dict[str, Any]:
         raise RuntimeError("disk full")
 
     monkeypatch.setattr(flows.investigate, "investigate", broken)

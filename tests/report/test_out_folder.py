@@ -22,7 +22,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from flows.investigation import Request, investigation
+from tasks.investigation import investigation
+from tasks.request import Request
 from tasks import outdir
 from tasks.agent.ledger import Ledger
 from tasks.outdir import MARKER, OutFolderError, claim, write_file

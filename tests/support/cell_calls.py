@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from flows.investigation import Request
+from tasks.request import Request
 from tasks import tools as registry
 from tasks.agent.gate import Gate, WriteFindingInput
 from tasks.agent.ledger import Ledger

@@ -16,7 +16,7 @@ Queries (label periods run only the last three):
    connection (label periods: query 3's), so after it this query reads nothing;
 2. rows per day, overall and per value of every dimension at once (``GROUPING SETS``, reduced
    in SQL to the values worth checking) -> ``missing_days`` and ``segment_missing_days``; read
-   from the question's cells when the engine has them (``tasks/engine/leaf_days.py``). The dates
+   from the question's cells when the context's reader has them (``tasks/engine/leaf_days.py``). The dates
    with rows tell the data's grain (``grain.py``: monthly data misses months, not days), which
    ``partial_period`` and ``missing_days`` judge in;
 3. rows and non-NULL counts per period of the dimensions and the metric's columns ->
@@ -37,7 +37,6 @@ is in ``_scope``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from sql_tools import ToolContext
 from tasks.engine.quality._scope import (
@@ -77,9 +76,6 @@ from tasks.engine.quality.nulls import (
 from tasks.engine.result import DataQualityIssue
 from tasks.engine.spec import Question
 
-if TYPE_CHECKING:
-    from tasks.engine.leaf_days import LeafDays
-
 # the thresholds live in the module of the check that reads them (patch them there)
 __all__ = [
     "DUPLICATE_EXACT_MAX_ROWS",
@@ -108,7 +104,6 @@ def check_quality(
     ctx: ToolContext,
     question: Question,
     dimensions: Sequence[str],
-    cells: LeafDays | None = None,
 ) -> list[DataQualityIssue]:
     """Run every data-quality check that applies to ``question``.
 
@@ -116,9 +111,6 @@ def check_quality(
         ctx: The sandboxed tool context on the loaded database.
         question: Metric (table, filters, columns) and the two periods.
         dimensions: Canonical column references to check (joined ones as ``table.column``).
-        cells: The question's rows already summed per leaf, period and day: the rows per day
-            are read there when the cells hold every dimension checked (its evidence is still
-            the query on the source).
 
     Returns:
         Issues sorted by severity (error, warning, info), in check order within a severity.
@@ -134,7 +126,7 @@ def check_quality(
         if coverage.first is None:
             issues += partial_periods(scope, coverage, DAY)
         else:
-            days = _day_counts(scope, cells)
+            days = _day_counts(scope)
             issues += partial_periods(scope, coverage, data_grain(scope, days))
             issues += _missing_days(scope, coverage, days)
             issues += _segment_missing_days(scope, days)

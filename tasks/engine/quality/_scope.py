@@ -13,12 +13,12 @@ from sqlglot import exp
 
 from sql_tools import (
     Column,
+    OnCells,
     Params,
     QueryOutput,
     Source,
     ToolContext,
     ToolInputError,
-    ident,
     label_value,
     to_sql,
     where_clause,
@@ -184,22 +184,20 @@ class _Query:
         """Attach FROM and joins to ``select``."""
         return self.src.apply(select)
 
-    def run(self, tree: exp.Expression, max_rows: int) -> QueryOutput:
-        """Render ``tree`` and run it on the sandboxed connection, unless a shared pass has
-        already answered it (the question's check answers the coverage or null counts)."""
+    def run(
+        self, tree: exp.Expression, max_rows: int, on_cells: OnCells | None = None
+    ) -> QueryOutput:
+        """Render ``tree`` and read it through the context's reader (a shared pass may have
+        answered it already: the question's check answers the coverage or null counts; the
+        question's stored cells, through ``on_cells``)."""
         sql = self.sql(tree)
-        held = self.scope.ctx.held.take(sql, self.params.values)
-        if held is not None:
-            return held
-        return self.scope.ctx.run(sql, self.params.values, max_rows=max_rows)
+        return self.scope.ctx.reader.read(
+            sql, self.params.values, max_rows=max_rows, on_cells=on_cells
+        )
 
     def sql(self, tree: exp.Expression) -> str:
         """``tree`` as the connection's SQL."""
         return to_sql(tree, self.scope.ctx.dialect)
-
-
-def _c(name: str, table: str | None = None) -> exp.Column:
-    return exp.Column(this=ident(name), table=ident(table) if table else None)
 
 
 def _count_if(cond: exp.Expression, what: exp.Expression | None = None) -> exp.Expression:
@@ -231,10 +229,6 @@ def _as_day(value: Any) -> date | None:
     return value if isinstance(value, date) else None
 
 
-def _days(start: date, end: date) -> list[date]:
-    return [start + timedelta(days=i) for i in range((end - start).days + 1)]
-
-
 def _list_days(days: Sequence[date]) -> str:
     shown = ", ".join(d.isoformat() for d in days[:MAX_LISTED_DAYS])
     more = len(days) - MAX_LISTED_DAYS
@@ -251,10 +245,6 @@ def gap_effect(question: Question, plural: str, whose: str = "the period's") -> 
     if m.grain == "day":
         return f"{whose} mean per day counts them as zero, so it is understated"
     return f"{whose} total is understated"
-
-
-def _iso(d: date | None) -> str | None:
-    return d.isoformat() if d else None
 
 
 def _pct(x: float) -> str:

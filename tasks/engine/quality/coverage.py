@@ -14,7 +14,6 @@ from tasks.engine.quality._scope import (
     Which,
     _as_day,
     _evidence,
-    _iso,
     _Query,
     _Scope,
     gap_effect,
@@ -120,8 +119,8 @@ def _partial(
             "covered_days": covered,
             "total_days": r.days,
             "coverage": covered / r.days,
-            "data_first": _iso(cov.first),
-            "data_last": _iso(cov.last),
+            "data_first": jsonable(cov.first),
+            "data_last": jsonable(cov.last),
         },
         evidence=_evidence(
             scope, "partial_period", out, first=jsonable(first), last=jsonable(last), rows=rows

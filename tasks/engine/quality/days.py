@@ -3,20 +3,18 @@ and ``segment_missing_days``."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from datetime import date
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlglot import exp
 
-from sql_tools import Column, QueryOutput, ident, to_sql
+from sql_tools import CellQuery, Column, QueryOutput, ident
 from sql_tools.catalog import jsonable
 from tasks.engine.quality._scope import (
     WHICH,
     Which,
     _as_day,
-    _c,
     _evidence,
     _list_days,
     _Query,
@@ -26,9 +24,6 @@ from tasks.engine.quality._scope import (
 from tasks.engine.quality.coverage import _Coverage
 from tasks.engine.quality.grain import Grain, grain_of, profiled_dates
 from tasks.engine.result import DataQualityIssue
-
-if TYPE_CHECKING:
-    from tasks.engine.leaf_days import LeafDays
 
 SEGMENT_MIN_SHARE = 0.01
 """A segment is checked for missing days when it holds at least this share of baseline rows..."""
@@ -59,20 +54,17 @@ class _DayCounts:
     segments: list[_SegmentDays]
 
 
-def _day_counts(scope: _Scope, cells: LeafDays | None = None) -> _DayCounts:
-    """Run the days query and sort its rows into day totals and per-segment presence: on the
-    stored ``cells`` when they hold every dimension checked (the evidence keeps the query on
-    the source)."""
+def _day_counts(scope: _Scope) -> _DayCounts:
+    """Run the days query and sort its rows into day totals and per-segment presence: from the
+    question's stored cells when the reader has them and they hold every dimension checked
+    (the evidence keeps the query on the source)."""
     tree, q = _days_query(scope)
     k = len(scope.segment_dimensions)
     b, c = scope.range("baseline"), scope.range("comparison")
     # day totals for both periods, plus for each steady value (at most 100 per dimension:
     # each holds >= 1% of rows) its comparison days and its first baseline day
     max_rows = b.days + c.days + k * 100 * (c.days + 1) + 1
-    if cells is not None and _counted(scope, cells):
-        out = _on_cells(scope, cells, tree, q, max_rows)
-    else:
-        out = q.run(tree, max_rows=max_rows)
+    out = q.run(tree, max_rows=max_rows, on_cells=lambda cells: _on_cells(scope, cells))
     idx = {name: i for i, name in enumerate(out.columns)}
     full = 2**k - 1
     by_set = {value_set(k, i): i for i in range(k)}
@@ -109,25 +101,18 @@ def value_set(k: int, i: int) -> int:
     return 2**k - 1 - 2 ** (k - 1 - i)
 
 
-def _counted(scope: _Scope, cells: LeafDays) -> bool:
-    """Whether the stored cells hold the rows per day and value of every column checked: the
-    cells hold the columns, or the one pass counted their rows per day and value."""
+def _on_cells(scope: _Scope, cells: Any) -> CellQuery | None:
+    """The days query on the stored cells (the engine's :class:`~tasks.engine.leaf_days.
+    LeafDays`): the same query, its rows per day and value summed from the cells instead of
+    counted from the rows; None unless they are the question's and hold the rows per day and
+    value of every column checked (they hold the columns, or the one pass counted them)."""
     checked = [d.ref for d in scope.segment_dimensions]
-    return cells.covers(dict.fromkeys(checked)) or cells.day_columns == checked
-
-
-def _on_cells(
-    scope: _Scope, cells: LeafDays, tree: exp.Select, q: _Query, max_rows: int
-) -> QueryOutput:
-    """The days query's rows from the stored cells, as the output of ``tree`` (its SQL on the
-    source and its parameters): the same query, its rows per day and value summed from
-    the cells instead of counted from the rows."""
+    if not cells.asks(scope.question, {}):
+        return None
+    if not (cells.covers(dict.fromkeys(checked)) or cells.day_columns == checked):
+        return None
     local, lq = _days_query(scope, cells)
-    start = time.perf_counter()
-    columns, rows = cells.fetch(local, lq.params.values, max_rows)
-    elapsed = (time.perf_counter() - start) * 1000
-    params = {k: jsonable(v) for k, v in q.params.values.items()}
-    return QueryOutput(columns, rows, to_sql(tree, scope.ctx.dialect), params, elapsed)
+    return local, lq.params.values
 
 
 def _by_day_and_value(
@@ -149,28 +134,30 @@ def _by_day_and_value(
     return select, exp.GroupingSets(expressions=sets)
 
 
-def _grouped_cells(scope: _Scope, cells: LeafDays) -> exp.Select:
+def _grouped_cells(scope: _Scope, cells: Any) -> exp.Select:
     """The days query's first step on the stored cells: rows per day, overall and per value of
     each dimension, summed from the cells (the same filters and periods made them); or, when
     the cells do not hold the dimensions, the rows per day and value the one pass counted."""
     if not cells.covers(dict.fromkeys(d.ref for d in scope.segment_dimensions)):
         k = len(scope.segment_dimensions)
         names = ["day", *[f"d{i}" for i in range(k)], "set", "rows"]
-        return exp.select(*[_c(n) for n in names]).from_(cells.day_values)
+        return exp.select(*[exp.column(n, quoted=True) for n in names]).from_(cells.day_values)
     picked = exp.select(
-        _c("__day"),
+        exp.column("__day", quoted=True),
         *[
-            _c(f"d{cells.dims.index(d.ref)}").as_(f"s{i}")
+            exp.column(f"d{cells.dims.index(d.ref)}", quoted=True).as_(f"s{i}")
             for i, d in enumerate(scope.segment_dimensions)
         ],
-        _c("rows"),
+        exp.column("rows", quoted=True),
     ).from_(cells.table)
-    dims = [_c(f"s{i}") for i in range(len(scope.segment_dimensions))]
-    select, sets = _by_day_and_value(_c("__day"), dims, exp.Sum(this=_c("rows")))
+    dims = [exp.column(f"s{i}", quoted=True) for i in range(len(scope.segment_dimensions))]
+    select, sets = _by_day_and_value(
+        exp.column("__day", quoted=True), dims, exp.Sum(this=exp.column("rows", quoted=True))
+    )
     return select.from_(exp.alias_(exp.paren(picked), "c", table=True)).group_by(sets)
 
 
-def _days_query(scope: _Scope, cells: LeafDays | None = None) -> tuple[exp.Select, _Query]:
+def _days_query(scope: _Scope, cells: Any = None) -> tuple[exp.Select, _Query]:
     """Rows per day, overall and per value of every dimension, in one pass (``GROUPING SETS``).
 
     Output: the day totals of both periods (``set`` = ``2^k - 1``, every dimension rolled up),
@@ -186,11 +173,13 @@ def _days_query(scope: _Scope, cells: LeafDays | None = None) -> tuple[exp.Selec
     else:
         select, sets = _by_day_and_value(q.day(), dims, exp.Count(this=exp.Star()))
         grouped = q.base(select).where(q.where(q.in_either())).group_by(sets)
-    seg = [_c("set")] + [_c(f"d{i}") for i in range(len(dims))]
-    is_full = exp.EQ(this=_c("set"), expression=exp.Literal.number(full))
+    seg = [exp.column("set", quoted=True)] + [
+        exp.column(f"d{i}", quoted=True) for i in range(len(dims))
+    ]
+    is_full = exp.EQ(this=exp.column("set", quoted=True), expression=exp.Literal.number(full))
 
     def in_b() -> exp.Expression:
-        return q.day_in(_c("day"), "baseline")
+        return q.day_in(exp.column("day", quoted=True), "baseline")
 
     def win(agg: exp.Expression, cond: exp.Expression, by: list[exp.Expression]) -> exp.Window:
         filtered = exp.Filter(this=agg, expression=exp.Where(this=cond))
@@ -199,35 +188,53 @@ def _days_query(scope: _Scope, cells: LeafDays | None = None) -> tuple[exp.Selec
     stats = exp.select(
         exp.Star(),
         in_b().as_("in_baseline"),
-        win(exp.Sum(this=_c("rows")), in_b(), seg).as_("seg_baseline_rows"),
+        win(exp.Sum(this=exp.column("rows", quoted=True)), in_b(), seg).as_("seg_baseline_rows"),
         win(exp.Count(this=exp.Star()), in_b(), seg).as_("seg_baseline_days"),
-        win(exp.Min(this=_c("day")), in_b(), seg).as_("seg_first_day"),
-        win(exp.Sum(this=_c("rows")), exp.and_(in_b(), is_full.copy()), []).as_("baseline_rows"),
+        win(exp.Min(this=exp.column("day", quoted=True)), in_b(), seg).as_("seg_first_day"),
+        win(
+            exp.Sum(this=exp.column("rows", quoted=True)), exp.and_(in_b(), is_full.copy()), []
+        ).as_("baseline_rows"),
         win(exp.Count(this=exp.Star()), exp.and_(in_b(), is_full.copy()), []).as_("baseline_days"),
     ).from_(exp.Table(this=ident("grouped")))
 
     def at_least(col: str, share: float, of: str) -> exp.Expression:
         return exp.GTE(
-            this=_c(col), expression=exp.Mul(this=exp.Literal.number(share), expression=_c(of))
+            this=exp.column(col, quoted=True),
+            expression=exp.Mul(
+                this=exp.Literal.number(share), expression=exp.column(of, quoted=True)
+            ),
         )
 
     steady = exp.and_(
         at_least("seg_baseline_rows", SEGMENT_MIN_SHARE, "baseline_rows"),
         at_least("seg_baseline_days", SEGMENT_MIN_PRESENCE, "baseline_days"),
         exp.or_(
-            exp.Not(this=_c("in_baseline")),
-            exp.EQ(this=_c("day"), expression=_c("seg_first_day")),
+            exp.Not(this=exp.column("in_baseline", quoted=True)),
+            exp.EQ(
+                this=exp.column("day", quoted=True),
+                expression=exp.column("seg_first_day", quoted=True),
+            ),
         ),
     )
     final = (
         exp.select(
-            *[_c(n) for n in ("day", "set", *[f"d{i}" for i in range(len(dims))], "rows")],
-            *[_c(n) for n in ("in_baseline", "seg_baseline_rows", "seg_baseline_days")],
-            *[_c(n) for n in ("baseline_rows", "baseline_days")],
+            *[
+                exp.column(n, quoted=True)
+                for n in ("day", "set", *[f"d{i}" for i in range(len(dims))], "rows")
+            ],
+            *[
+                exp.column(n, quoted=True)
+                for n in ("in_baseline", "seg_baseline_rows", "seg_baseline_days")
+            ],
+            *[exp.column(n, quoted=True) for n in ("baseline_rows", "baseline_days")],
         )
         .from_(exp.Table(this=ident("stats")))
         .where(exp.or_(is_full.copy(), exp.Paren(this=steady)))
-        .order_by(_c("set"), *[_c(f"d{i}") for i in range(len(dims))], _c("day"))
+        .order_by(
+            exp.column("set", quoted=True),
+            *[exp.column(f"d{i}", quoted=True) for i in range(len(dims))],
+            exp.column("day", quoted=True),
+        )
         .with_("grouped", as_=grouped)
         .with_("stats", as_=stats)
     )

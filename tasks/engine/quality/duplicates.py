@@ -17,7 +17,6 @@ from tasks.engine.quality._scope import (
     WHICH,
     Which,
     _as_day,
-    _c,
     _count_if,
     _evidence,
     _Query,
@@ -163,10 +162,10 @@ def duplicates_query(scope: _Scope, k: int) -> tuple[exp.Select, _Query]:
     )
     tree = (
         exp.select(
-            _c("unit"),
-            exp.Sum(this=_c("copies")).as_("rows"),
+            exp.column("unit", quoted=True),
+            exp.Sum(this=exp.column("copies", quoted=True)).as_("rows"),
             exp.Count(this=exp.Star()).as_("distinct_rows"),
-            *[multiple_of(_c("copies"), f) for f in DUPLICATE_FOLDS],
+            *[multiple_of(exp.column("copies", quoted=True), f) for f in DUPLICATE_FOLDS],
         )
         .from_(exp.Table(this=ident("per_row")))
         .group_by(exp.Literal.number(1))
@@ -199,7 +198,7 @@ def held_ahead(ctx: ToolContext, q: Question, dims: Sequence[str]) -> Ahead | No
     they are not held (the check then runs its own query)."""
     scope = _Scope.build(ctx, q, dims)
     tree, counting = coverage_query(scope) if scope.time is not None else null_query(scope)
-    counted = ctx.held.peek(counting.sql(tree), counting.params.values)
+    counted = ctx.reader.peek(counting.sql(tree), counting.params.values)
     if counted is None:
         return None
     row = dict(zip(counted.columns, counted.rows[0], strict=True))
