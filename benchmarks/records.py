@@ -35,7 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -46,6 +46,17 @@ PARTS = ("scenarios", "rca", "families", "golden")
 FAMILY_DRAWS = 15  # draws per family on the report range: fixed, so records stay comparable
 FAMILY_RANGE = "report"
 CASE_TIMEOUT = 900.0  # seconds per scenario, case or draw
+# The product stops a query after 15 s of wall time: on a loaded machine a case can fail on
+# that alone. Such a case is run again, up to this many times, before its failure is recorded.
+RETRIES = 3
+TIME_LIMIT = "exceeded the time limit"
+
+
+def retried(label: str, attempt: int) -> None:
+    print(
+        f"{label}: a query hit the time limit, attempt {attempt + 2} of {RETRIES + 1}", flush=True
+    )
+
 
 # --------------------------------------------------------------------------------------------
 # what varies from run to run
@@ -101,10 +112,14 @@ def write_text(path: Path, text: str) -> None:
     path.write_text(text, encoding="utf-8")
 
 
-def run_parallel(fn: Callable[..., Any], items: Sequence[Any], jobs: int, processes: bool) -> list:
-    """``fn(item)`` for every item, ``jobs`` at a time (forked processes or threads), in order."""
+def run_parallel(
+    fn: Callable[..., Any], items: Sequence[Any], jobs: int, processes: bool
+) -> Iterator[Any]:
+    """``fn(item)`` for every item, ``jobs`` at a time (forked processes or threads), in order,
+    each yielded as soon as it and those before it are done."""
     if jobs <= 1:
-        return [fn(item) for item in items]
+        yield from map(fn, items)
+        return
     if processes:
         ctx = multiprocessing.get_context("fork")
         pool: concurrent.futures.Executor = concurrent.futures.ProcessPoolExecutor(
@@ -113,7 +128,7 @@ def run_parallel(fn: Callable[..., Any], items: Sequence[Any], jobs: int, proces
     else:
         pool = concurrent.futures.ThreadPoolExecutor(jobs)
     with pool:
-        return list(pool.map(fn, items))
+        yield from pool.map(fn, items)
 
 
 # --------------------------------------------------------------------------------------------
@@ -173,14 +188,19 @@ def record_scenario(name: str) -> dict[str, str]:
         home, out = Path(tmp) / "home", Path(tmp) / "out"
         home.mkdir()
         args = investigate_args(name, out)
-        proc = subprocess.run(
-            [sys.executable, "-m", "drilldown.cli", *args],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            env=_clean_env(home),
-            timeout=CASE_TIMEOUT,
-        )
+        for attempt in range(RETRIES + 1):
+            shutil.rmtree(out, ignore_errors=True)
+            proc = subprocess.run(
+                [sys.executable, "-m", "drilldown.cli", *args],
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+                env=_clean_env(home),
+                timeout=CASE_TIMEOUT,
+            )
+            if proc.returncode == 0 or TIME_LIMIT not in proc.stderr or attempt == RETRIES:
+                break
+            retried(f"scenarios/{name}", attempt)
         paths = {str(out): "<out>", str(home): "<home>", tmp: "<tmp>", str(ROOT): "<root>"}
         files = {
             "command.json": dump({"args": args, "exit_code": proc.returncode}),
@@ -230,15 +250,21 @@ def record_rca_case(case: Any) -> tuple[str, str]:
     """``(file name, normalised record)`` of one case, run by :func:`benchmarks.rca.run_case`."""
     from benchmarks.rca import run_case
 
-    _ANSWERS.clear()
     with tempfile.TemporaryDirectory(prefix="records-rca-") as tmp:
-        rec = run_case(case, _explain_and_keep, None, Path(tmp))
+        for attempt in range(RETRIES + 1):
+            _ANSWERS.clear()
+            work = Path(tmp) / str(attempt)
+            work.mkdir()
+            rec = run_case(case, _explain_and_keep, None, work)
+            if TIME_LIMIT not in (rec.get("error") or "") or attempt == RETRIES:
+                break
+            retried(f"rca/{case.case_id}", attempt)
         answer = _answer_json(_ANSWERS[-1]) if _ANSWERS else None
         rec = {k: v for k, v in rec.items() if k != "engine_stats"}
         if rec.get("traceback"):  # the frames name files of this checkout: the last line tells
             rec["traceback"] = rec["traceback"].strip().splitlines()[-1]
         text = dump({"record": rec, "answer": answer})
-        paths = {tmp: "<tmp>", str(ROOT): "<root>", str(case.csv.parent): "<data>"}
+        paths = {str(work): "<tmp>", str(ROOT): "<root>", str(case.csv.parent): "<data>"}
         return f"{case.dataset}/{case.case_id}.json", normalise(text, paths)
 
 
@@ -270,9 +296,19 @@ def write_families(out: Path, args: argparse.Namespace) -> int:
     tasks = [(f, first + i) for f in FAMILIES for i in range(FAMILY_DRAWS)]
     settings = {"range": FAMILY_RANGE, "draws_per_family": FAMILY_DRAWS, "families": FAMILIES}
     write_text(out / "settings.json", dump(settings))
-    for rec in run_many(tasks, args.jobs, CASE_TIMEOUT):
-        kept = {k: rec.get(k) for k in FAMILY_KEPT}
-        write_text(out / rec["family"] / f"{rec['seed']}.json", normalise(dump(kept)))
+    todo = tasks
+    for attempt in range(RETRIES + 1):
+        again = []
+        for rec in run_many(todo, args.jobs, CASE_TIMEOUT):
+            if TIME_LIMIT in (rec.get("error") or "") and attempt < RETRIES:
+                retried(f"families/{rec['family']}/{rec['seed']}", attempt)
+                again.append((rec["family"], rec["seed"]))
+                continue
+            kept = {k: rec.get(k) for k in FAMILY_KEPT}
+            write_text(out / rec["family"] / f"{rec['seed']}.json", normalise(dump(kept)))
+        todo = again
+        if not todo:
+            break
     return len(tasks)
 
 
