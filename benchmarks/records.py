@@ -49,7 +49,11 @@ CASE_TIMEOUT = 900.0  # seconds per scenario, case or draw
 # The product stops a query after 15 s of wall time: on a loaded machine a case can fail on
 # that alone. Such a case is run again, up to this many times, before its failure is recorded.
 RETRIES = 3
-TIME_LIMIT = "exceeded the time limit"
+TIME_LIMIT = ("exceeded the time limit", "exceeded maximum execution time")  # tools' and DuckDB's
+
+
+def hit_time_limit(text: str | None) -> bool:
+    return any(marker in (text or "") for marker in TIME_LIMIT)
 
 
 def retried(label: str, attempt: int) -> None:
@@ -214,7 +218,7 @@ def record_scenario(name: str) -> dict[str, str]:
                 env=_clean_env(home),
                 timeout=CASE_TIMEOUT,
             )
-            if proc.returncode == 0 or TIME_LIMIT not in proc.stderr or attempt == RETRIES:
+            if proc.returncode == 0 or not hit_time_limit(proc.stderr) or attempt == RETRIES:
                 break
             retried(f"scenarios/{name}", attempt)
         paths = {str(out): "<out>", str(home): "<home>", tmp: "<tmp>", str(ROOT): "<root>"}
@@ -272,7 +276,7 @@ def record_rca_case(case: Any) -> tuple[str, str]:
             work = Path(tmp) / str(attempt)
             work.mkdir()
             rec = run_case(case, _explain_and_keep, None, work)
-            if TIME_LIMIT not in (rec.get("error") or "") or attempt == RETRIES:
+            if not hit_time_limit(rec.get("error")) or attempt == RETRIES:
                 break
             retried(f"rca/{case.case_id}", attempt)
         answer = _answer_json(_ANSWERS[-1]) if _ANSWERS else None
@@ -316,7 +320,7 @@ def write_families(out: Path, args: argparse.Namespace) -> int:
     for attempt in range(RETRIES + 1):
         again = []
         for rec in run_many(todo, args.jobs, CASE_TIMEOUT):
-            if TIME_LIMIT in (rec.get("error") or "") and attempt < RETRIES:
+            if hit_time_limit(rec.get("error")) and attempt < RETRIES:
                 retried(f"families/{rec['family']}/{rec['seed']}", attempt)
                 again.append((rec["family"], rec["seed"]))
                 continue
