@@ -1,4 +1,4 @@
-"""Could DuckDB's own CSV reader replace the byte-level checker ``tasks/_csv.py``?
+"""Could DuckDB's own CSV reader replace the byte-level checker ``tasks/ingest/_csv/``?
 
 ``python -m benchmarks.csv_reader [--rows 1M,5M] [--repeat 3] [--skip-speed] [--only ID,..]``
 

@@ -96,7 +96,7 @@ class Thresholds(BaseModel):
     rel_tolerance: float = 0.01
     abs_tolerance: float = 0.005
     min_share: float = Field(default=0.05, description="Of the total change, in either direction.")
-    min_support: float = Field(default=0.001, description="Volume share in either period.")
+    min_volume_share: float = Field(default=0.001, description="Volume share in either period.")
     min_rows: int = 10
     alpha: float = sig.ALPHA
 
@@ -231,7 +231,7 @@ class Gate:
         f.contribution, f.share, f.p_value = test.contribution, test.share, test.p_value
         if test.baseline_volume + test.comparison_volume < self.t.min_rows:
             return f"too little data: {test.baseline_volume + test.comparison_volume:.0f} rows"
-        if test.support < self.t.min_support:
+        if test.support < self.t.min_volume_share:
             return f"too small: {test.support:.2%} of the volume"
         if test.share is None or abs(test.share) < self.t.min_share:
             share = "n/a" if test.share is None else f"{test.share:.1%}"

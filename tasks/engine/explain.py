@@ -416,11 +416,12 @@ def _picked(cube: Cube, contrib: dict[str, np.ndarray], found: Search) -> list[S
     ]
 
 
-def _eligible(cube: Cube, min_support: float) -> np.ndarray:
+def _eligible(cube: Cube, floor: float) -> np.ndarray:
+    """The segments holding at least ``floor`` of the volume in either period."""
     tb = max(cube.total["db"], 1e-300)
     tc = max(cube.total["dc"], 1e-300)
     share = np.maximum(cube.seg["db"] / tb, cube.seg["dc"] / tc)
-    return share >= min_support
+    return share >= floor
 
 
 def _verify(ctx: ToolContext, q: Question, c: Segment) -> None:
