@@ -252,7 +252,7 @@ def test_every_option_a_load_message_suggests_exists_on_both_commands() -> None:
     """The loader's messages reach users of both commands: an option they name must exist."""
     folder = Path(__file__).resolve().parents[2] / "tasks" / "ingest"
     named = set()
-    for src in folder.glob("*.py"):
+    for src in folder.rglob("*.py"):
         named |= set(re.findall(r"(--[a-z][a-z-]+)", src.read_text()))
     assert "--encoding" in named and "--date-format" in named
     for command in ("load", "investigate"):
