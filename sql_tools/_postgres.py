@@ -62,7 +62,7 @@ from sql_tools._errors import (
 from sql_tools._guard import check_postgres_select, qualify_tables, table_reads
 from sql_tools.passes import Passes
 from sql_tools.reader import ContextReader
-from sql_tools.catalog import Catalog, jsonable, kind_of
+from sql_tools.catalog import Catalog, jsonable, kind_of, quote_ident, quote_literal
 
 if TYPE_CHECKING:
     import psycopg
@@ -220,9 +220,9 @@ def without_password(url: str) -> str:
 def role_statements(role: str, schema: str, tables: Sequence[str] | None = None) -> str:
     """The SQL (for an administrator to run) creating ``role``, which may only read ``tables``
     of ``schema`` (every table of it when None): the kind of role the product connects as."""
-    r, s = _quote(role), _quote(schema)
+    r, s = quote_ident(role), quote_ident(schema)
     on = (
-        "TABLE " + ", ".join(f"{s}.{_quote(t)}" for t in tables)
+        "TABLE " + ", ".join(f"{s}.{quote_ident(t)}" for t in tables)
         if tables
         else f"ALL TABLES IN SCHEMA {s}"
     )
@@ -572,22 +572,14 @@ class PostgresContext:
         data); the others are measured by one query."""
         left = [t for t in self.schema.table_names if t not in self.measured]
         parts = [
-            f"SELECT {_literal(t)} AS name, count(*) AS n, {ROW_HASH_SUM} AS h "
-            f"FROM {_quote(self.source.schema)}.{_quote(t)} AS r"
+            f"SELECT {quote_literal(t)} AS name, count(*) AS n, {ROW_HASH_SUM} AS h "
+            f"FROM {quote_ident(self.source.schema)}.{quote_ident(t)} AS r"
             for t in left
         ]
         rows = self.introspect(" UNION ALL ".join(parts)) if parts else []
         rows += [(t, *self.measured[t]) for t in self.schema.table_names if t not in left]
         rows.sort(key=lambda r: self.schema.table_names.index(r[0]))
         return {"location": self.source.location, "tables": table_signatures(self.schema, rows)}
-
-
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 # type oid -> the Arrow type of a column of that type (others are inferred from the values)

@@ -68,6 +68,11 @@ def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def quote_literal(text: str) -> str:
+    """Quote ``text`` as an SQL string literal (``'`` doubled inside)."""
+    return "'" + text.replace("'", "''") + "'"
+
+
 class ColumnInfo(BaseModel):
     """A loaded column: its safe name and the header text it came from."""
 

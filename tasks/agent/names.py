@@ -30,6 +30,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from sql_tools import Agg, Column, Schema, ToolInputError, short
+from sql_tools.catalog import quote_ident
 from tasks.engine.tool import ExplainChangeInput
 
 AGGS = sorted(Agg.__args__, key=len, reverse=True)  # count_distinct before count
@@ -320,8 +321,5 @@ def _deref(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
 def _quoted(c: Column) -> str:
     """A column as the metric grammar reads any name: double-quoted, ``""`` for a quote;
     a joined table's column as ``"table"."column"``."""
-
-    def q(name: str) -> str:
-        return '"' + name.replace('"', '""') + '"'
-
+    q = quote_ident
     return f"{q(c.table)}.{q(c.name)}" if c.join is not None else q(c.name)

@@ -20,7 +20,7 @@ from tasks.agent.models import Hypothesis
 from tasks.agent.session import Session
 from tasks.engine.clean_days import NOT_MOST
 from tasks.engine.explain import compare_arguments
-from tasks.engine.result import Explanation, Segment
+from tasks.engine.result import Explanation, Segment, segment_key
 from tasks.engine.spec import Question
 
 RULE_OUT_CRITIQUES = (
@@ -44,24 +44,20 @@ def _title(text: str) -> str:
     return text if len(text) <= TITLE_MAX else text[: TITLE_MAX - 1].rstrip() + "…"
 
 
-def _key(segment: dict[str, Any]) -> frozenset[tuple[str, str]]:
-    return frozenset((str(k), str(v)) for k, v in segment.items())
-
-
 def _with_history(h: dict[str, Any], history: dict[str, Any]) -> dict[str, Any] | None:
     """A hypothesis told what past investigations said of its segment; None when a past
     investigation of this data dismissed it and this run's engine gives no new evidence (not a
     root cause). A past investigation of other data is cited as such and does not raise the
     prior; one of this data is cited first."""
-    seg = _key(h.get("segment") or {})
+    seg = segment_key(h.get("segment") or {})
     if not seg:
         return h
     for d in history.get("dismissed", []):
-        if _key(d.get("segment") or {}) == seg and h.get("kind") == "driver":
+        if segment_key(d.get("segment") or {}) == seg and h.get("kind") == "driver":
             return None
     similar = sorted(history.get("similar", []), key=lambda p: p.get("same_data") is False)
     for past in similar:
-        if any(_key(_parse(c)) == seg for c in past.get("root_causes", [])):
+        if any(segment_key(_parse(c)) == seg for c in past.get("root_causes", [])):
             other = past.get("same_data") is False
             note = (
                 f" Seen before{' on other data' if other else ''}: the investigation of "

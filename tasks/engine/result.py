@@ -26,6 +26,12 @@ def json_params(params: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v.isoformat() if hasattr(v, "isoformat") else v for k, v in params.items()}
 
 
+def segment_key(segment: Mapping[str, Any]) -> frozenset[tuple[str, str]]:
+    """A segment's ``column=value`` pairs as text, whatever their order or value types: two
+    segments naming the same rows have the same key."""
+    return frozenset((str(k), str(v)) for k, v in segment.items())
+
+
 class DataQualityNote(BaseModel):
     """A data defect behind a segment's move: the days it leaves out, and the move without them."""
 
@@ -121,7 +127,7 @@ class Change(BaseModel):
         default=None,
         description="Set when the data cannot say what noise is (too few cells, none with days "
         "of its own to measure a spread on): why, in one plain sentence. ``significant`` is then "
-        "false without meaning \"within the noise\", and ``movers`` lists the largest moves.",
+        'false without meaning "within the noise", and ``movers`` lists the largest moves.',
     )
 
 

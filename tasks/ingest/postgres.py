@@ -41,7 +41,14 @@ from sql_tools import (
     ToolContext,
     is_postgres_url,
 )
-from sql_tools.catalog import Catalog, ColumnProfile, TableProfile, jsonable, kind_of
+from sql_tools.catalog import (
+    Catalog,
+    ColumnProfile,
+    TableProfile,
+    jsonable,
+    kind_of,
+    quote_literal,
+)
 from tasks.ingest.profile import (
     EXACT_DISTINCT_MAX_ROWS,
     KeyFacts,
@@ -185,10 +192,6 @@ def _text(column: str) -> str:
     return f'{quote(column)} COLLATE "C"'
 
 
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
 def _min_max(duck_type: str) -> tuple[str, str] | None:
     """The aggregates giving a column's range (None when the type has none in Postgres)."""
     kind = kind_of(duck_type)
@@ -298,8 +301,8 @@ def _column_outputs(v: str, kind: str, duck_type: str) -> dict[str, str]:
     if kind == "text":
         plain = f'({v} COLLATE "default")'  # the patterns match as they did on the rows
         for key, pattern in _PATTERNS.items():
-            out[key] = f"sum(n) FILTER (WHERE {plain} ~ {_literal(pattern)})"
-            out[f"odd_{key}"] = f"min({v}) FILTER (WHERE NOT {plain} ~ {_literal(pattern)})"
+            out[key] = f"sum(n) FILTER (WHERE {plain} ~ {quote_literal(pattern)})"
+            out[f"odd_{key}"] = f"min({v}) FILTER (WHERE NOT {plain} ~ {quote_literal(pattern)})"
         out["length"] = f"sum(length({v}) * n)"
     return out
 

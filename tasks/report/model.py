@@ -26,15 +26,15 @@ from sql_tools.output import (
     signed,
 )
 from sql_tools.output import finite as _finite
-from tasks.engine.result import Explanation, Segment
 from tasks.agent.ledger import aggregate_text, flat_expression
+from tasks.engine.result import Explanation, Segment, segment_key
 from tasks.report.command import tool_command
 from tasks.report.text import (
     data_first,
+    gross_text,
     other_movers,
     own_change,
     reported_name,
-    gross_text,
     share_of,
     share_of_gross,
     short_aliases,
@@ -289,8 +289,10 @@ class _Quantities:
     def whole(self) -> str:
         """What :meth:`part` is a share of, its figure said."""
         changes = Quantity(self.contribution)
-        return gross_text(self.gross, self.net, changes) if self.gross else whole_text(
-            self.net, changes
+        return (
+            gross_text(self.gross, self.net, changes)
+            if self.gross
+            else whole_text(self.net, changes)
         )
 
     def part(self, part: Any) -> str:
@@ -515,8 +517,10 @@ def _finding_share(f: Mapping[str, Any], q: _Quantities) -> str:
 
 
 def _names_cause(segment: dict[str, Any], causes: Sequence[Mapping[str, Any]]) -> bool:
-    return bool(causes) and reported_name(segment, causes) != segment or any(
-        c["segment"] == segment for c in causes
+    return (
+        bool(causes)
+        and reported_name(segment, causes) != segment
+        or any(c["segment"] == segment for c in causes)
     )
 
 
@@ -590,8 +594,8 @@ def _checks(e: Explanation, db: str | None) -> list[Check]:
                 (
                     f
                     for f in e.findings
-                    if f.get("sql") and reported_name(f.get("segment") or {}, [s.model_dump()])
-                    == s.segment
+                    if f.get("sql")
+                    and reported_name(f.get("segment") or {}, [s.model_dump()]) == s.segment
                 ),
                 None,
             )
@@ -625,12 +629,8 @@ def _mover(s: Segment, q: _Quantities, gross: float | None, db: str | None) -> M
 
 def _hypothesis_of(e: Explanation, s: Segment) -> Mapping[str, Any] | None:
     """The hypothesis about root cause ``s`` (under any of its names), if one was investigated."""
-    names = {_key(n) for n in (s.segment, *s.aliases)}
-    return next((h for h in e.hypotheses if _key(h.get("segment") or {}) in names), None)
-
-
-def _key(segment: Mapping[str, Any]) -> frozenset[tuple[str, str]]:
-    return frozenset((str(k), str(v)) for k, v in segment.items())
+    names = {segment_key(n) for n in (s.segment, *s.aliases)}
+    return next((h for h in e.hypotheses if segment_key(h.get("segment") or {}) in names), None)
 
 
 def _verdict(e: Explanation, s: Segment) -> tuple[str, Name | None]:
